@@ -1,0 +1,72 @@
+//! `list` and `status NAME`.
+
+use super::view::{BranchView, LIST_HEADER};
+use super::{launch, require_record};
+use crate::cli::NameArg;
+use crate::host::Host;
+use crate::output::{table, Human, Output};
+use crate::state;
+use anyhow::Result;
+use serde::Serialize;
+use std::path::PathBuf;
+
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+pub struct BranchList(pub Vec<BranchView>);
+
+impl Human for BranchList {
+    fn human(&self) -> String {
+        if self.0.is_empty() {
+            return "no branches; create one with `db-branch create NAME`".into();
+        }
+        table(&LIST_HEADER, self.0.iter().map(BranchView::row).collect())
+    }
+}
+
+pub fn list(host: &Host, out: &Output) -> Result<()> {
+    host.storage.prepare(false)?;
+    let views = state::list_records(&host.layout)?
+        .iter()
+        .map(|r| BranchView::of(host, r))
+        .collect();
+    out.emit(&BranchList(views))
+}
+
+#[derive(Debug, Serialize)]
+pub struct Status {
+    #[serde(flatten)]
+    pub branch: BranchView,
+    pub datadir: PathBuf,
+    pub option_file: PathBuf,
+    pub error_log: PathBuf,
+    pub service_manager: String,
+    pub main_pid: Option<u32>,
+}
+
+impl Human for Status {
+    fn human(&self) -> String {
+        format!(
+            "{}datadir:  {}\noptions:  {}\nlog:      {}\nmanager:  {}\npid:      {}\n",
+            self.branch.human(),
+            self.datadir.display(),
+            self.option_file.display(),
+            self.error_log.display(),
+            self.service_manager,
+            self.main_pid.map_or("-".into(), |p| p.to_string()),
+        )
+    }
+}
+
+pub fn status(host: &Host, args: &NameArg, out: &Output) -> Result<()> {
+    host.storage.prepare(false)?;
+    let name = &args.name;
+    let record = require_record(host, name)?;
+    out.emit(&Status {
+        branch: BranchView::of(host, &record),
+        datadir: host.storage.branch_datadir(name),
+        option_file: host.layout.option_file(name),
+        error_log: host.layout.error_log(name),
+        service_manager: host.services.kind().into(),
+        main_pid: host.services.main_pid(&launch(host, name))?,
+    })
+}

@@ -1,0 +1,196 @@
+//! One file per command. Each validates, takes its locks, plans, then applies through the
+//! host's traits, pushing an undo for every side effect.
+
+pub mod baseline;
+pub mod create;
+pub mod delete;
+pub mod env;
+pub mod init;
+pub mod list;
+pub mod power;
+pub mod reset;
+pub mod view;
+
+use crate::branch::{BranchName, BranchRecord};
+use crate::error::usage;
+use crate::host::Host;
+use crate::memory::Admission;
+use crate::server::options::{render, ServerSpec};
+use crate::service::Launch;
+use crate::state::{self, LockGuard};
+use anyhow::{Context, Result};
+
+pub fn launch(host: &Host, name: &BranchName) -> Launch {
+    Launch {
+        name: name.clone(),
+        binary: host.config.mysqld.binary.clone(),
+        option_file: host.layout.option_file(name),
+        error_log: host.layout.error_log(name),
+        pid_file: host.layout.pid_file(name),
+    }
+}
+
+pub fn server_spec(host: &Host, record: &BranchRecord) -> ServerSpec {
+    let name = &record.name;
+    ServerSpec {
+        datadir: host.storage.branch_datadir(name),
+        network: Some((host.config.bind_address, record.port)),
+        socket: host.layout.socket(name),
+        pid_file: host.layout.pid_file(name),
+        error_log: host.layout.error_log(name),
+        buffer_pool: record.buffer_pool,
+        user: host.config.mysqld.user.clone(),
+        extra_args: host.config.mysqld.extra_args.clone(),
+    }
+}
+
+/// Per-branch settings read by the unit (or the built-in supervisor) at start.
+pub fn write_options(host: &Host, record: &BranchRecord) -> Result<()> {
+    let path = host.layout.option_file(&record.name);
+    state::write_atomic(&path, render(&server_spec(host, record)).as_bytes(), 0o644)
+}
+
+pub fn branch_lock(host: &Host, name: &BranchName) -> Result<LockGuard> {
+    state::lock(
+        &host.layout.branch_lock(name),
+        &format!("branch {name}"),
+        host.config.lock_timeout.0,
+    )
+}
+
+pub fn host_lock(host: &Host) -> Result<LockGuard> {
+    state::lock(&host.layout.host_lock(), "host", host.config.lock_timeout.0)
+}
+
+/// Existing record, or a clear error naming the command that would make one.
+pub fn require_record(host: &Host, name: &BranchName) -> Result<BranchRecord> {
+    match state::load_record(&host.layout, name)? {
+        Some(r) => Ok(r),
+        None => Err(usage(format!(
+            "there is no branch {name}; see `db-branch list`, or create it with `db-branch create {name}`"
+        ))),
+    }
+}
+
+fn running_branches(host: &Host) -> usize {
+    state::list_records(&host.layout)
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| {
+            host.services
+                .state(&launch(host, &r.name))
+                .is_ok_and(|s| s.is_up())
+        })
+        .count()
+}
+
+/// Memory admission for starting `record`'s server, then a reservation that other
+/// invocations count until this server is up. `freed` is memory this operation releases
+/// before the start (a reset kills the old server first).
+pub fn admit(host: &Host, record: &BranchRecord, freed: u64) -> Result<state::Reservation> {
+    let _host = host_lock(host)?;
+    admit_locked(host, record, freed)
+}
+
+/// `admit` for a caller that already holds the host lock.
+pub fn admit_locked(host: &Host, record: &BranchRecord, freed: u64) -> Result<state::Reservation> {
+    let admission = Admission {
+        branch: record.name.to_string(),
+        buffer_pool: record.buffer_pool.bytes(),
+        headroom: host.config.memory.headroom.bytes(),
+        starting: state::reserved_by_others(&host.layout, &record.name),
+        available: host.memory.available()?.saturating_add(freed),
+        running_branches: running_branches(host),
+    };
+    admission.check()?;
+    state::reserve(&host.layout, &record.name, record.buffer_pool.bytes())
+}
+
+/// Starts the server and waits until it answers. The caller has admitted it.
+pub fn start_and_wait(host: &Host, record: &BranchRecord) -> Result<()> {
+    let l = launch(host, &record.name);
+    write_options(host, record)?;
+    host.services
+        .start(&l)
+        .with_context(|| format!("starting the server of branch {}", record.name))?;
+    let alive = || host.services.state(&l).is_ok_and(|s| s.is_up());
+    host.server
+        .wait_ready(
+            &host.layout.socket(&record.name),
+            &l.error_log,
+            host.config.mysqld.start_timeout.0,
+            &alive,
+        )
+        .with_context(|| format!("waiting for the server of branch {} to answer", record.name))
+}
+
+/// Resident memory of a branch's server, if it runs.
+pub fn server_rss(host: &Host, name: &BranchName) -> Option<u64> {
+    let pid = host.services.main_pid(&launch(host, name)).ok()??;
+    host.memory.rss(pid)
+}
+
+#[cfg(test)]
+pub mod testing {
+    //! A host made of in-memory parts, for unit tests of command logic.
+    use super::*;
+    use crate::clock::SimClock;
+    use crate::config::Config;
+    use crate::layout::Layout;
+    use crate::memory::SimMemory;
+    use crate::ports::SimPorts;
+    use crate::server::sim::SimServer;
+    use crate::service::sim::SimServices;
+    use crate::storage::sim::SimStorage;
+    use std::sync::Arc;
+
+    pub struct SimHost {
+        pub host: Host,
+        pub storage: Arc<SimStorage>,
+        pub services: Arc<SimServices>,
+        pub server: Arc<SimServer>,
+        pub memory: Arc<SimMemory>,
+        pub _dir: tempfile::TempDir,
+    }
+
+    pub const OUT: crate::output::Output = crate::output::Output {
+        json: false,
+        quiet: true,
+    };
+
+    pub fn name(s: &str) -> BranchName {
+        s.parse().expect("valid test name")
+    }
+
+    pub fn sim_host() -> SimHost {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            root: dir.path().to_path_buf(),
+            lock_timeout: crate::values::Duration(std::time::Duration::from_millis(200)),
+            ..Config::default()
+        };
+        let storage = Arc::new(SimStorage::with_generation(1));
+        let services = Arc::new(SimServices::default());
+        let server = Arc::new(SimServer::default());
+        let memory = Arc::new(SimMemory::new(8 << 30));
+        let host = Host {
+            layout: Layout::new(dir.path()),
+            storage: storage.clone(),
+            services: services.clone(),
+            server: server.clone(),
+            memory: memory.clone(),
+            ports: Arc::new(SimPorts::default()),
+            clock: Arc::new(SimClock(std::sync::Mutex::new(chrono::Utc::now()))),
+            assume_yes: true,
+            config,
+        };
+        SimHost {
+            host,
+            storage,
+            services,
+            server,
+            memory,
+            _dir: dir,
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! `/etc/db-branch/config.toml`: every key has a default, unknown keys are refused by name.
+
+use crate::error::usage;
+use crate::values::{ByteSize, Duration, PortRange};
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/db-branch/config.toml";
+pub const CONFIG_ENV: &str = "DB_BRANCH_CONFIG";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Btrfs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServiceManagerKind {
+    /// systemd when it is running as the init system, else the built-in supervisor.
+    Auto,
+    Systemd,
+    Process,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// State, metadata, locks and the embedded pool image.
+    pub root: PathBuf,
+    pub backend: Backend,
+    pub service_manager: ServiceManagerKind,
+    /// Ports handed to branches, each checked with a real bind before use.
+    pub ports: PortRange,
+    /// Where branch servers listen. Loopback unless you mean to expose them.
+    pub bind_address: IpAddr,
+    pub btrfs: BtrfsConfig,
+    pub mysqld: MysqldConfig,
+    pub memory: MemoryConfig,
+    pub systemd: SystemdConfig,
+    pub client: ClientConfig,
+    /// How long a command waits for another db-branch holding a lock before giving up (exit 75).
+    pub lock_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BtrfsConfig {
+    /// A mounted btrfs directory; empty = an embedded image file under `root`.
+    pub path: PathBuf,
+    /// Size of the sparse embedded image (only used when `path` is empty).
+    pub image_size: ByteSize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MysqldConfig {
+    /// The server binary: mariadbd or mysqld.
+    pub binary: PathBuf,
+    /// Default InnoDB buffer pool per branch (`create --buffer-pool` overrides).
+    pub buffer_pool: ByteSize,
+    /// Extra server options, written `--name=value`, appended to every branch's option file.
+    pub extra_args: Vec<String>,
+    /// How long a server may take to answer its first query after start.
+    pub start_timeout: Duration,
+    /// The OS user the servers run as.
+    pub user: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// Memory kept free for the host on top of a new branch's buffer pool.
+    pub headroom: ByteSize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SystemdConfig {
+    /// Where `init` installs the `mysqld@.service` template.
+    pub unit_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientConfig {
+    /// The database user printed in connection details (`env`, `create`).
+    pub user: String,
+    /// Its password; empty for the baselines `baseline create --empty` makes.
+    pub password: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            root: PathBuf::from("/var/lib/db-branch"),
+            backend: Backend::Btrfs,
+            service_manager: ServiceManagerKind::Auto,
+            ports: PortRange {
+                first: 3400,
+                last: 3999,
+            },
+            bind_address: IpAddr::from([127, 0, 0, 1]),
+            btrfs: BtrfsConfig::default(),
+            mysqld: MysqldConfig::default(),
+            memory: MemoryConfig::default(),
+            systemd: SystemdConfig::default(),
+            client: ClientConfig::default(),
+            lock_timeout: Duration(std::time::Duration::from_secs(120)),
+        }
+    }
+}
+
+impl Default for BtrfsConfig {
+    fn default() -> Self {
+        BtrfsConfig {
+            path: PathBuf::new(),
+            image_size: ByteSize(20 << 30),
+        }
+    }
+}
+
+impl Default for MysqldConfig {
+    fn default() -> Self {
+        MysqldConfig {
+            binary: PathBuf::from("/usr/sbin/mariadbd"),
+            buffer_pool: ByteSize::mib(128),
+            extra_args: Vec::new(),
+            start_timeout: Duration(std::time::Duration::from_secs(120)),
+            user: "mysql".into(),
+        }
+    }
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            headroom: ByteSize::mib(300),
+        }
+    }
+}
+
+impl Default for SystemdConfig {
+    fn default() -> Self {
+        SystemdConfig {
+            unit_dir: PathBuf::from("/etc/systemd/system"),
+        }
+    }
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            user: "root".into(),
+            password: String::new(),
+        }
+    }
+}
+
+/// Where the config comes from: `--config`, then `$DB_BRANCH_CONFIG`, then the default path.
+/// Only the default path may be missing (then every key takes its default).
+pub fn locate(flag: Option<&Path>, env: Option<&str>) -> (PathBuf, bool) {
+    if let Some(p) = flag {
+        return (p.to_path_buf(), true);
+    }
+    if let Some(e) = env.filter(|e| !e.is_empty()) {
+        return (PathBuf::from(e), true);
+    }
+    (PathBuf::from(DEFAULT_CONFIG_PATH), false)
+}
+
+pub fn load(path: &Path, must_exist: bool) -> Result<Config> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {
+            return Ok(Config::default());
+        }
+        Err(e) => return Err(usage(format!(
+            "cannot read config file {}: {e}; pass an existing file with --config or ${CONFIG_ENV}",
+            path.display()
+        ))),
+    };
+    parse(&text).with_context(|| format!("in config file {}", path.display()))
+}
+
+pub fn parse(text: &str) -> Result<Config> {
+    let config: Config = toml::from_str(text).map_err(|e| usage(clean_toml_error(&e)))?;
+    config.validate()?;
+    Ok(config)
+}
+
+fn clean_toml_error(e: &toml::de::Error) -> String {
+    // toml's message already names the unknown key and lists the expected ones; add the line.
+    let msg = e.message().trim().to_string();
+    match e.span() {
+        Some(span) => format!("{msg} (at byte {})", span.start),
+        None => msg,
+    }
+}
+
+impl Config {
+    pub fn validate(&self) -> Result<()> {
+        if !self.root.is_absolute() {
+            return Err(usage(format!(
+                "root = {:?} must be an absolute path",
+                self.root
+            )));
+        }
+        if !self.btrfs.path.as_os_str().is_empty() && !self.btrfs.path.is_absolute() {
+            return Err(usage(format!(
+                "btrfs.path = {:?} must be an absolute path (or empty for the embedded image)",
+                self.btrfs.path
+            )));
+        }
+        if self.btrfs.image_size.bytes() < (256 << 20) {
+            return Err(usage(format!(
+                "btrfs.image_size = {} is too small; btrfs needs at least 256M",
+                self.btrfs.image_size
+            )));
+        }
+        if self.mysqld.buffer_pool.bytes() < (5 << 20) {
+            return Err(usage(format!(
+                "mysqld.buffer_pool = {} is too small; InnoDB needs at least 5M",
+                self.mysqld.buffer_pool
+            )));
+        }
+        for arg in &self.mysqld.extra_args {
+            validate_extra_arg(arg)?;
+        }
+        if self.mysqld.user.is_empty() {
+            return Err(usage("mysqld.user must name the OS user servers run as"));
+        }
+        // Systemd needs a socket path under 108 bytes; branch names add up to 64 more.
+        if self.root.as_os_str().len() > 40 {
+            return Err(usage(format!(
+                "root = {:?} is longer than 40 bytes: server sockets live under it and \
+                 Unix socket paths are limited to 107 bytes; choose a shorter root",
+                self.root
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn embedded_pool(&self) -> bool {
+        self.btrfs.path.as_os_str().is_empty()
+    }
+}
+
+/// Extra server options go into the option file, so they must be long options.
+pub fn validate_extra_arg(arg: &str) -> Result<()> {
+    let ok = arg.starts_with("--")
+        && arg.len() > 2
+        && !arg.contains('\n')
+        && !arg[2..].starts_with('-')
+        && !arg.starts_with("--defaults");
+    if !ok {
+        return Err(usage(format!(
+            "mysqld.extra_args entry {arg:?} is not a long server option; write it like \
+             \"--max-connections=500\" (--defaults-* options are managed by db-branch)"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_config_gives_defaults() {
+        let c = parse("").unwrap();
+        assert_eq!(c.root, PathBuf::from("/var/lib/db-branch"));
+        assert_eq!(c.ports.to_string(), "3400-3999");
+        assert_eq!(c.mysqld.buffer_pool, ByteSize::mib(128));
+        assert!(c.embedded_pool());
+    }
+
+    #[test]
+    fn documented_example_parses() {
+        let c = parse(
+            r#"
+root = "/var/lib/db-branch"
+backend = "btrfs"
+service_manager = "auto"
+ports = "3400-3999"
+bind_address = "127.0.0.1"
+[btrfs]
+path = ""
+image_size = "20G"
+[mysqld]
+binary = "/usr/sbin/mariadbd"
+buffer_pool = "128M"
+extra_args = []
+[memory]
+headroom = "300M"
+[systemd]
+unit_dir = "/etc/systemd/system"
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.btrfs.image_size, ByteSize(20 << 30));
+        assert_eq!(c.memory.headroom, ByteSize::mib(300));
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = parse("[mysqld]\nbuffer_pol = \"1G\"\n").unwrap_err();
+        assert!(format!("{e:#}").contains("buffer_pol"), "{e:#}");
+        let e = parse("colour = 1\n").unwrap_err();
+        assert!(format!("{e:#}").contains("colour"), "{e:#}");
+    }
+
+    #[test]
+    fn bad_values_are_explained() {
+        for (text, needle) in [
+            ("ports = \"99-3\"", "port range"),
+            ("backend = \"lvm\"", "lvm"),
+            ("service_manager = \"upstart\"", "upstart"),
+            ("bind_address = \"localhost\"", "address"),
+            ("root = \"relative\"", "absolute"),
+            ("[mysqld]\nbuffer_pool = \"1K\"", "too small"),
+            (
+                "[mysqld]\nextra_args = [\"max-connections=5\"]",
+                "long server option",
+            ),
+            ("[btrfs]\nimage_size = \"10M\"", "too small"),
+        ] {
+            let e = format!("{:#}", parse(text).unwrap_err());
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn locate_prefers_flag_then_env() {
+        assert_eq!(
+            locate(Some(Path::new("/a")), Some("/b")),
+            (PathBuf::from("/a"), true)
+        );
+        assert_eq!(locate(None, Some("/b")), (PathBuf::from("/b"), true));
+        assert_eq!(
+            locate(None, None),
+            (PathBuf::from(DEFAULT_CONFIG_PATH), false)
+        );
+    }
+}

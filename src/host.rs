@@ -1,0 +1,70 @@
+//! The bundle of trait objects a command runs against: real ones built from the config, or
+//! in-memory ones for unit tests.
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::{Backend, Config, ServiceManagerKind};
+use crate::layout::Layout;
+use crate::memory::{MemoryProbe, SysinfoMemory};
+use crate::ports::{BindProbe, PortProbe};
+use crate::server::{mariadb::MariaDb, Server};
+use crate::service::{process::ProcessSupervisor, systemd, ServiceManager};
+use crate::storage::{btrfs::BtrfsStorage, Storage};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct Host {
+    pub config: Config,
+    pub layout: Layout,
+    pub storage: Arc<dyn Storage>,
+    pub services: Arc<dyn ServiceManager>,
+    pub server: Arc<dyn Server>,
+    pub memory: Arc<dyn MemoryProbe>,
+    pub ports: Arc<dyn PortProbe>,
+    pub clock: Arc<dyn Clock>,
+    /// `--yes`: destructive commands do not ask.
+    pub assume_yes: bool,
+}
+
+impl Host {
+    pub fn real(config: Config) -> Host {
+        let layout = Layout::new(&config.root);
+        let storage: Arc<dyn Storage> = match config.backend {
+            Backend::Btrfs if config.embedded_pool() => Arc::new(BtrfsStorage::embedded(
+                layout.image_file(),
+                layout.embedded_mount(),
+                config.btrfs.image_size.bytes(),
+            )),
+            Backend::Btrfs => Arc::new(BtrfsStorage::at_path(config.btrfs.path.clone())),
+        };
+        let use_systemd = match config.service_manager {
+            ServiceManagerKind::Systemd => true,
+            ServiceManagerKind::Process => false,
+            ServiceManagerKind::Auto => systemd::is_running(),
+        };
+        let services: Arc<dyn ServiceManager> = if use_systemd {
+            Arc::new(systemd::Systemd::new(
+                config.systemd.unit_dir.clone(),
+                systemd::render_unit(&config.root, &config.mysqld.binary, &config.mysqld.user),
+            ))
+        } else {
+            Arc::new(ProcessSupervisor::new(Duration::from_secs(600)))
+        };
+        let server: Arc<dyn Server> = Arc::new(MariaDb::new(
+            config.mysqld.binary.clone(),
+            config.mysqld.user.clone(),
+            config.client.user.clone(),
+            config.client.password.clone(),
+        ));
+        Host {
+            layout,
+            storage,
+            services,
+            server,
+            memory: Arc::new(SysinfoMemory),
+            ports: Arc::new(BindProbe),
+            clock: Arc::new(SystemClock),
+            assume_yes: false,
+            config,
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! Where things live under `root`. Paths only; nothing here touches the disk.
+
+use crate::branch::BranchName;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone)]
+pub struct Layout {
+    root: PathBuf,
+}
+
+impl Layout {
+    pub fn new(root: &Path) -> Self {
+        Layout {
+            root: root.to_path_buf(),
+        }
+    }
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    /// The sparse file holding the embedded btrfs pool.
+    pub fn image_file(&self) -> PathBuf {
+        self.root.join("pool.img")
+    }
+    /// Where the embedded pool is mounted.
+    pub fn embedded_mount(&self) -> PathBuf {
+        self.root.join("pool")
+    }
+    /// Per-branch metadata, option file, socket, pid file and error log. Kept outside the
+    /// datadir so that a reset (which replaces the datadir) keeps the log that proves it.
+    pub fn branch_dir(&self, name: &BranchName) -> PathBuf {
+        self.root.join("branches").join(name.as_str())
+    }
+    pub fn branches_dir(&self) -> PathBuf {
+        self.root.join("branches")
+    }
+    pub fn record_file(&self, name: &BranchName) -> PathBuf {
+        self.branch_dir(name).join("branch.json")
+    }
+    pub fn option_file(&self, name: &BranchName) -> PathBuf {
+        self.branch_dir(name).join("my.cnf")
+    }
+    pub fn socket(&self, name: &BranchName) -> PathBuf {
+        self.branch_dir(name).join("mysqld.sock")
+    }
+    pub fn pid_file(&self, name: &BranchName) -> PathBuf {
+        self.branch_dir(name).join("mysqld.pid")
+    }
+    pub fn error_log(&self, name: &BranchName) -> PathBuf {
+        self.branch_dir(name).join("error.log")
+    }
+    pub fn locks_dir(&self) -> PathBuf {
+        self.root.join("locks")
+    }
+    pub fn host_lock(&self) -> PathBuf {
+        self.locks_dir().join("host.lock")
+    }
+    pub fn branch_lock(&self, name: &BranchName) -> PathBuf {
+        self.locks_dir().join(format!("branch-{name}.lock"))
+    }
+    /// Memory promised to servers that are starting right now (see `memory.rs`).
+    pub fn reservations_dir(&self) -> PathBuf {
+        self.root.join("reservations")
+    }
+    /// Scratch space for the one-off servers that prepare baselines.
+    pub fn work_dir(&self) -> PathBuf {
+        self.root.join("work")
+    }
+}

@@ -1,0 +1,80 @@
+//! db-branch: a real MySQL/MariaDB server per developer, branch and pull request, cloned
+//! from a copy-on-write baseline. `run` is the whole program; `main.rs` only maps its result
+//! to an exit code.
+
+pub mod branch;
+pub mod cli;
+pub mod clock;
+pub mod commands;
+pub mod config;
+pub mod error;
+pub mod exec;
+pub mod host;
+pub mod layout;
+pub mod memory;
+pub mod output;
+pub mod ports;
+pub mod server;
+pub mod service;
+pub mod state;
+pub mod storage;
+pub mod undo;
+pub mod values;
+
+use anyhow::Result;
+use clap::CommandFactory;
+use cli::{BaselineCommand, Cli, Command};
+use output::Output;
+
+pub fn run(cli: Cli) -> Result<()> {
+    let out = Output {
+        json: cli.json,
+        quiet: cli.quiet,
+    };
+    if let Command::Completions { shell } = &cli.command {
+        return print_completions(*shell);
+    }
+    let env = std::env::var(config::CONFIG_ENV).ok();
+    let (path, must_exist) = config::locate(cli.config.as_deref(), env.as_deref());
+    let config = config::load(&path, must_exist)?;
+    if !nix::unistd::geteuid().is_root() {
+        return Err(error::usage(
+            "db-branch must run as root: it mounts filesystems, owns branch data and manages \
+             services. Run it with sudo.",
+        ));
+    }
+    let mut host = host::Host::real(config);
+    host.assume_yes = cli.yes;
+    let h = &host;
+    match &cli.command {
+        Command::Init => commands::init::run(h, &out),
+        Command::Baseline(BaselineCommand::Create(a)) => commands::baseline::create(h, a, &out),
+        Command::Baseline(BaselineCommand::List) => commands::baseline::list(h, &out),
+        Command::Create(a) => commands::create::run(h, a, &out),
+        Command::Reset(a) => commands::reset::run(h, a, &out),
+        Command::Delete(a) => commands::delete::run(h, a, &out),
+        Command::Start(a) => commands::power::start(h, a, &out),
+        Command::Stop(a) => commands::power::stop(h, a, &out),
+        Command::List => commands::list::list(h, &out),
+        Command::Status(a) => commands::list::status(h, a, &out),
+        Command::Env(a) => commands::env::run(h, a, &out),
+        Command::Completions { .. } => unreachable!("handled above"),
+    }
+}
+
+/// Completion scripts are built in memory first: `clap_complete::generate` panics when
+/// stdout is a closed pipe (`| head`).
+pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "db-branch", &mut buf);
+    buf
+}
+
+fn print_completions(shell: clap_complete::Shell) -> Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(&completions(shell)) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
+}

@@ -1,0 +1,331 @@
+//! The real server: MariaDB's `mariadbd` (or MySQL's `mysqld`), its initialiser and client.
+//! The only module that talks to a server over the MySQL protocol.
+
+use super::options::{render, ServerSpec};
+use super::{crash_recovery_line, Preparation, Server};
+use crate::error::usage;
+use crate::exec;
+use crate::values::ByteSize;
+use anyhow::{anyhow, Context, Result};
+use mysql::prelude::Queryable;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+pub struct MariaDb {
+    binary: PathBuf,
+    user: String,
+    client_user: String,
+    client_password: String,
+}
+
+impl MariaDb {
+    pub fn new(
+        binary: PathBuf,
+        user: String,
+        client_user: String,
+        client_password: String,
+    ) -> Self {
+        MariaDb {
+            binary,
+            user,
+            client_user,
+            client_password,
+        }
+    }
+
+    fn is_mariadb(&self) -> bool {
+        self.binary
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().contains("mariadb"))
+            || self.version().is_ok_and(|v| v.contains("MariaDB"))
+    }
+
+    fn check_binary(&self) -> Result<()> {
+        if !self.binary.is_file() {
+            return Err(usage(format!(
+                "the server binary {} does not exist; install mariadb-server (or mysql-server) \
+                 or set mysqld.binary in the config",
+                self.binary.display()
+            )));
+        }
+        Ok(())
+    }
+
+    fn give_to_server_user(&self, path: &Path) -> Result<()> {
+        exec::run(
+            Command::new("chown")
+                .arg("-R")
+                .arg(format!("{0}:{0}", self.user))
+                .arg(path),
+        )
+        .map(|_| ())
+    }
+
+    fn initialize(&self, datadir: &Path) -> Result<()> {
+        let mut cmd = if self.is_mariadb() {
+            let install_db = sibling_program(&self.binary, "mariadb-install-db")
+                .or_else(|| sibling_program(&self.binary, "mysql_install_db"))
+                .ok_or_else(|| anyhow!("mariadb-install-db not found (install mariadb-server)"))?;
+            let mut c = Command::new(install_db);
+            c.arg("--no-defaults")
+                .arg(format!("--datadir={}", datadir.display()))
+                .arg(format!("--user={}", self.user))
+                .arg("--skip-test-db")
+                .arg("--auth-root-authentication-method=socket");
+            c
+        } else {
+            let mut c = Command::new(&self.binary);
+            c.arg("--no-defaults")
+                .arg("--initialize-insecure")
+                .arg(format!("--datadir={}", datadir.display()))
+                .arg(format!("--user={}", self.user));
+            c
+        };
+        exec::run(&mut cmd).context("initialising an empty datadir")?;
+        Ok(())
+    }
+
+    fn client_program(&self) -> PathBuf {
+        sibling_program(&self.binary, "mariadb")
+            .or_else(|| sibling_program(&self.binary, "mysql"))
+            .unwrap_or_else(|| PathBuf::from("mysql"))
+    }
+
+    fn grant_client_user(&self, conn: &mut mysql::Conn) -> Result<()> {
+        let user = sql_string(&self.client_user);
+        let pass = sql_string(&self.client_password);
+        for host in ["127.0.0.1", "::1", "localhost"] {
+            let account = format!("{user}@'{host}'");
+            if host == "localhost" && self.client_user == "root" {
+                // Keep socket access for the OS root user, add the password for everyone else.
+                conn.query_drop(format!(
+                    "ALTER USER {account} IDENTIFIED VIA unix_socket OR mysql_native_password USING PASSWORD({pass})"
+                ))
+                .or_else(|_| conn.query_drop(format!("ALTER USER {account} IDENTIFIED BY {pass}")))?;
+                continue;
+            }
+            conn.query_drop(format!(
+                "CREATE USER IF NOT EXISTS {account} IDENTIFIED BY {pass}"
+            ))?;
+            conn.query_drop(format!(
+                "GRANT ALL PRIVILEGES ON *.* TO {account} WITH GRANT OPTION"
+            ))?;
+        }
+        Ok(())
+    }
+
+    fn socket_conn(socket: &Path) -> mysql::Result<mysql::Conn> {
+        let opts = mysql::OptsBuilder::new()
+            .socket(Some(socket.to_string_lossy().into_owned()))
+            .user(Some("root"));
+        mysql::Conn::new(opts)
+    }
+}
+
+/// `name` next to `binary` (`/usr/sbin/mariadbd` → `/usr/bin/name`) or on PATH.
+fn sibling_program(binary: &Path, name: &str) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(d) = binary.parent() {
+        dirs.push(d.to_path_buf());
+        if let Some(prefix) = d.parent() {
+            dirs.push(prefix.join("bin"));
+        }
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
+    }
+    dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// A single-quoted SQL string literal.
+fn sql_string(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+fn log_tail(log: &Path) -> String {
+    fs::read(log)
+        .map(|b| exec::tail(&b))
+        .unwrap_or_else(|e| format!("(no log at {}: {e})", log.display()))
+}
+
+impl Server for MariaDb {
+    fn version(&self) -> Result<String> {
+        self.check_binary()?;
+        let out = exec::run(Command::new(&self.binary).arg("--version"))?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    fn prepare_runtime_dir(&self, dir: &Path) -> Result<()> {
+        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        nix::unistd::chown(dir, Some(uid_of(&self.user)?), Some(gid_of(&self.user)?))
+            .with_context(|| format!("chown {} to {}", dir.display(), self.user))?;
+        Ok(())
+    }
+
+    fn wait_ready(
+        &self,
+        socket: &Path,
+        error_log: &Path,
+        timeout: Duration,
+        alive: &dyn Fn() -> bool,
+    ) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            match Self::socket_conn(socket) {
+                Ok(mut conn) => {
+                    conn.query_drop("SELECT 1")
+                        .context("the server accepted a connection but failed `SELECT 1`")?;
+                    return Ok(());
+                }
+                // An authentication refusal is an answer: the server is serving.
+                Err(mysql::Error::MySqlError(_)) => return Ok(()),
+                Err(_) => {}
+            }
+            if !alive() {
+                return Err(anyhow!(
+                    "the server exited during start-up; last lines of {}:\n{}",
+                    error_log.display(),
+                    log_tail(error_log)
+                ));
+            }
+            if start.elapsed() > timeout {
+                return Err(anyhow!(
+                    "the server did not answer on {} within {timeout:?}; last lines of {}:\n{}",
+                    socket.display(),
+                    error_log.display(),
+                    log_tail(error_log)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn prepare_baseline(&self, datadir: &Path, work: &Path, prep: &Preparation) -> Result<()> {
+        self.check_binary()?;
+        if prep.initialize {
+            self.initialize(datadir)?;
+        }
+        self.give_to_server_user(datadir)?;
+        let _ = fs::remove_dir_all(work);
+        self.prepare_runtime_dir(work)?;
+        let spec = ServerSpec {
+            datadir: datadir.to_path_buf(),
+            network: None,
+            socket: work.join("mysqld.sock"),
+            pid_file: work.join("mysqld.pid"),
+            error_log: work.join("error.log"),
+            buffer_pool: ByteSize::mib(256),
+            user: self.user.clone(),
+            extra_args: Vec::new(),
+        };
+        let option_file = work.join("my.cnf");
+        fs::write(&option_file, render(&spec))?;
+        let child = Command::new(&self.binary)
+            .arg(format!("--defaults-file={}", option_file.display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {}", self.binary.display()))?;
+        let child = Mutex::new(child);
+        let result = self.prepare_with_running(&spec, prep, &child);
+        // Whatever happened, the one-off server must not outlive this call.
+        let mut child = child.into_inner().unwrap();
+        if result.is_err() {
+            let _ = child.kill();
+        }
+        let waited = wait_exit(&mut child, Duration::from_secs(600));
+        result?;
+        waited?;
+        let log = fs::read_to_string(&spec.error_log).unwrap_or_default();
+        if let Some(line) = crash_recovery_line(&log) {
+            return Err(usage(format!(
+                "the datadir was not shut down cleanly: its server had to run crash recovery \
+                 (\"{}\"). Start a server on the original datadir and stop it cleanly \
+                 (`mariadb-admin shutdown`, or `systemctl stop mariadb`), then try again. \
+                 A clean datadir starts without any \"crash recovery\" line in its error log.",
+                line.trim()
+            )));
+        }
+        let _ = fs::remove_dir_all(work);
+        Ok(())
+    }
+}
+
+impl MariaDb {
+    fn prepare_with_running(
+        &self,
+        spec: &ServerSpec,
+        prep: &Preparation,
+        child: &Mutex<Child>,
+    ) -> Result<()> {
+        let alive = || matches!(child.lock().unwrap().try_wait(), Ok(None));
+        self.wait_ready(
+            &spec.socket,
+            &spec.error_log,
+            Duration::from_secs(300),
+            &alive,
+        )?;
+        let mut conn = Self::socket_conn(&spec.socket)
+            .context("connecting as root over the server's socket")?;
+        if prep.create_client_user {
+            self.grant_client_user(&mut conn)
+                .context("creating the client user in the new baseline")?;
+        }
+        for file in &prep.sql_files {
+            let input = fs::File::open(file)
+                .with_context(|| format!("opening SQL file {}", file.display()))?;
+            exec::run(
+                Command::new(self.client_program())
+                    .arg("--no-defaults")
+                    .arg(format!("--socket={}", spec.socket.display()))
+                    .arg("--user=root")
+                    .stdin(input),
+            )
+            .with_context(|| format!("running SQL file {}", file.display()))?;
+        }
+        // A full purge and a clean shutdown: branches then start without any recovery.
+        conn.query_drop("SET GLOBAL innodb_fast_shutdown = 0")?;
+        conn.query_drop("SHUTDOWN")?;
+        Ok(())
+    }
+}
+
+fn wait_exit(child: &mut Child, timeout: Duration) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return if status.success() {
+                Ok(())
+            } else {
+                Err(anyhow!("the one-off server exited with {status}"))
+            };
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            return Err(anyhow!(
+                "the one-off server did not shut down within {timeout:?}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn uid_of(user: &str) -> Result<nix::unistd::Uid> {
+    nix::unistd::User::from_name(user)?
+        .map(|u| u.uid)
+        .ok_or_else(|| {
+            usage(format!(
+                "OS user {user:?} does not exist (mysqld.user); install the server package"
+            ))
+        })
+}
+
+fn gid_of(user: &str) -> Result<nix::unistd::Gid> {
+    nix::unistd::User::from_name(user)?
+        .map(|u| u.gid)
+        .ok_or_else(|| usage(format!("OS user {user:?} does not exist (mysqld.user)")))
+}

@@ -1,0 +1,71 @@
+//! The database server itself: initialising datadirs, preparing baselines with a one-off
+//! server, and probing a branch's server until it answers. Real (MariaDB/MySQL) and sim.
+
+pub mod mariadb;
+pub mod options;
+pub mod sim;
+
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How a baseline is made ready before it is frozen.
+#[derive(Debug, Clone, Default)]
+pub struct Preparation {
+    /// Run the engine's initialiser first (`baseline create --empty`).
+    pub initialize: bool,
+    /// Give the configured client user password-less loopback access (empty baselines).
+    pub create_client_user: bool,
+    /// SQL files run in order after start-up (seed data, masking).
+    pub sql_files: Vec<PathBuf>,
+}
+
+pub trait Server: Send + Sync {
+    /// `mariadbd --version` or equivalent, for `status` and error messages.
+    fn version(&self) -> Result<String>;
+    /// Creates a branch's runtime directory, writable by the server's OS user.
+    fn prepare_runtime_dir(&self, dir: &Path) -> Result<()>;
+    /// Waits until the server behind `socket` answers (a query, or an authentication
+    /// refusal: either way it is serving). `alive` says whether the process still runs, so a
+    /// server that dies during start-up fails fast instead of at the timeout.
+    fn wait_ready(
+        &self,
+        socket: &Path,
+        error_log: &Path,
+        timeout: Duration,
+        alive: &dyn Fn() -> bool,
+    ) -> Result<()>;
+    /// Starts a one-off server on `datadir` (scratch files in `work`), applies `prep`, shuts
+    /// it down cleanly with a full purge, and refuses a datadir that needed crash recovery.
+    fn prepare_baseline(&self, datadir: &Path, work: &Path, prep: &Preparation) -> Result<()>;
+}
+
+/// Lines a server writes when it had to recover from an unclean shutdown.
+pub const CRASH_RECOVERY_MARKERS: &[&str] = &[
+    "Starting crash recovery",
+    "crash recovery",
+    "Starting final batch to recover",
+    "Aria engine: starting recovery",
+];
+
+/// The first line of `log` (the part written since a start) showing crash recovery.
+pub fn crash_recovery_line(log: &str) -> Option<&str> {
+    log.lines().find(|l| {
+        CRASH_RECOVERY_MARKERS
+            .iter()
+            .any(|m| l.to_ascii_lowercase().contains(&m.to_ascii_lowercase()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recovery_is_spotted() {
+        let clean = "2026-11-30 [Note] InnoDB: Buffer pool(s) load completed\n[Note] ready for connections.";
+        assert_eq!(crash_recovery_line(clean), None);
+        let dirty = "[Note] InnoDB: Starting crash recovery from checkpoint LSN=46846\n";
+        assert!(crash_recovery_line(dirty).is_some());
+    }
+}

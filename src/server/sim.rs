@@ -1,0 +1,42 @@
+//! In-memory server for unit tests: always ready, records what it was asked to do.
+
+use super::{Preparation, Server};
+use anyhow::{anyhow, Result};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+#[derive(Default)]
+pub struct SimServer {
+    pub prepared: Mutex<Vec<String>>,
+    pub fail_ready: Mutex<bool>,
+}
+
+impl Server for SimServer {
+    fn version(&self) -> Result<String> {
+        Ok("sim 1.0".into())
+    }
+    fn prepare_runtime_dir(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir)?;
+        Ok(())
+    }
+    fn wait_ready(
+        &self,
+        _socket: &Path,
+        _log: &Path,
+        _timeout: Duration,
+        alive: &dyn Fn() -> bool,
+    ) -> Result<()> {
+        if *self.fail_ready.lock().unwrap() || !alive() {
+            return Err(anyhow!("simulated server that never answers"));
+        }
+        Ok(())
+    }
+    fn prepare_baseline(&self, datadir: &Path, _work: &Path, _prep: &Preparation) -> Result<()> {
+        self.prepared
+            .lock()
+            .unwrap()
+            .push(datadir.display().to_string());
+        Ok(())
+    }
+}

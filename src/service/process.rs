@@ -1,0 +1,144 @@
+//! Built-in supervisor for hosts where systemd is not PID 1: starts each server detached in
+//! its own session with its pid recorded, and stops or kills it by that pid.
+
+use super::{Launch, ServiceManager, ServiceState};
+use anyhow::{anyhow, Context, Result};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::fs::{self, OpenOptions};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct ProcessSupervisor {
+    stop_timeout: Duration,
+}
+
+impl ProcessSupervisor {
+    pub fn new(stop_timeout: Duration) -> Self {
+        ProcessSupervisor { stop_timeout }
+    }
+
+    /// The pid of this branch's server if it is alive. The pid file may be stale (after a
+    /// SIGKILL or a reboot), so the process's command line must name this branch's option file.
+    fn live_pid(&self, launch: &Launch) -> Option<Pid> {
+        let text = fs::read_to_string(&launch.pid_file).ok()?;
+        let pid: i32 = text.trim().parse().ok()?;
+        is_our_server(pid, launch).then(|| Pid::from_raw(pid))
+    }
+
+    fn wait_gone(&self, pid: Pid, launch: &Launch, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        while is_our_server(pid.as_raw(), launch) {
+            if Instant::now() > deadline {
+                return Err(anyhow!(
+                    "server of branch {} (pid {pid}) did not exit within {timeout:?}; see {}",
+                    launch.name,
+                    launch.error_log.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    }
+}
+
+/// Alive (not a zombie) and started with this branch's option file.
+fn is_our_server(pid: i32, launch: &Launch) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state letter follows the parenthesised command name.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    if matches!(state, Some("Z") | Some("X") | None) {
+        return false;
+    }
+    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let want = format!("--defaults-file={}", launch.option_file.display());
+    cmdline.split(|b| *b == 0).any(|arg| arg == want.as_bytes())
+}
+
+impl ServiceManager for ProcessSupervisor {
+    fn kind(&self) -> &'static str {
+        "process"
+    }
+
+    fn install(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn start(&self, launch: &Launch) -> Result<()> {
+        if self.live_pid(launch).is_some() {
+            return Ok(());
+        }
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&launch.error_log)
+            .with_context(|| format!("opening {}", launch.error_log.display()))?;
+        let mut cmd = Command::new(&launch.binary);
+        cmd.arg(format!("--defaults-file={}", launch.option_file.display()))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        // SAFETY: setsid is async-signal-safe; it detaches the server from our session and
+        // terminal so it outlives this command and ignores a Ctrl-C meant for us.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", launch.binary.display()))?;
+        fs::write(&launch.pid_file, format!("{}\n", child.id()))
+            .with_context(|| format!("writing {}", launch.pid_file.display()))?;
+        // The child is not waited for: it is a daemon. If it dies before we exit it stays a
+        // zombie until then, which `is_our_server` treats as gone.
+        std::mem::forget(child);
+        Ok(())
+    }
+
+    fn stop(&self, launch: &Launch) -> Result<()> {
+        let Some(pid) = self.live_pid(launch) else {
+            return Ok(());
+        };
+        kill(pid, Signal::SIGTERM).with_context(|| format!("SIGTERM to pid {pid}"))?;
+        self.wait_gone(pid, launch, self.stop_timeout)
+    }
+
+    fn kill(&self, launch: &Launch) -> Result<()> {
+        let Some(pid) = self.live_pid(launch) else {
+            return Ok(());
+        };
+        kill(pid, Signal::SIGKILL).with_context(|| format!("SIGKILL to pid {pid}"))?;
+        self.wait_gone(pid, launch, Duration::from_secs(10))
+    }
+
+    fn state(&self, launch: &Launch) -> Result<ServiceState> {
+        Ok(if self.live_pid(launch).is_some() {
+            ServiceState::Running
+        } else if launch.pid_file.exists() {
+            // mysqld removes its pid file on a clean shutdown; one left behind means it died.
+            ServiceState::Failed
+        } else {
+            ServiceState::Stopped
+        })
+    }
+
+    fn main_pid(&self, launch: &Launch) -> Result<Option<u32>> {
+        Ok(self.live_pid(launch).map(|p| p.as_raw() as u32))
+    }
+
+    fn forget(&self, launch: &Launch) -> Result<()> {
+        match fs::remove_file(&launch.pid_file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+}

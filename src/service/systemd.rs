@@ -1,0 +1,240 @@
+//! systemd over D-Bus (zbus + zbus_systemd): `mysqld@NAME.service` started, stopped and
+//! killed through `org.freedesktop.systemd1`, waiting on the job's `JobRemoved` signal.
+
+use super::{Launch, ServiceManager, ServiceState};
+use anyhow::{anyhow, Context, Result};
+use futures_util::StreamExt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+use zbus::proxy::CacheProperties;
+use zbus_systemd::systemd1::{ManagerProxy, ServiceProxy, UnitProxy};
+
+pub const UNIT_TEMPLATE: &str = include_str!("../../units/mysqld@.service");
+pub const UNIT_FILE_NAME: &str = "mysqld@.service";
+
+pub struct Systemd {
+    unit_dir: PathBuf,
+    unit_text: String,
+    conn: OnceLock<zbus::Connection>,
+}
+
+/// The unit template with this host's paths filled in.
+pub fn render_unit(root: &Path, binary: &Path, user: &str) -> String {
+    UNIT_TEMPLATE
+        .replace("@ROOT@", &root.display().to_string())
+        .replace("@MYSQLD@", &binary.display().to_string())
+        .replace("@USER@", user)
+}
+
+pub fn unit_name(launch: &Launch) -> String {
+    format!("mysqld@{}.service", launch.name)
+}
+
+/// True when systemd is the running init system (the test of `sd_booted()`).
+pub fn is_running() -> bool {
+    Path::new("/run/systemd/system").is_dir()
+}
+
+fn is_no_such_unit(e: &zbus::Error) -> bool {
+    matches!(e, zbus::Error::MethodError(name, _, _)
+        if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit")
+}
+
+impl Systemd {
+    pub fn new(unit_dir: PathBuf, unit_text: String) -> Self {
+        Systemd {
+            unit_dir,
+            unit_text,
+            conn: OnceLock::new(),
+        }
+    }
+
+    fn conn(&self) -> Result<&zbus::Connection> {
+        if let Some(c) = self.conn.get() {
+            return Ok(c);
+        }
+        let c = zbus::block_on(zbus::Connection::system()).context(
+            "connecting to the system D-Bus (is systemd running? set service_manager = \"process\" otherwise)",
+        )?;
+        Ok(self.conn.get_or_init(|| c))
+    }
+
+    fn manager(&self) -> Result<ManagerProxy<'static>> {
+        let conn = self.conn()?.clone();
+        Ok(zbus::block_on(ManagerProxy::new(&conn))?)
+    }
+
+    /// Runs a job-returning call and waits for its `JobRemoved`. Subscribes and listens
+    /// before the call: the signal can arrive before the method reply.
+    fn run_job(
+        &self,
+        unit: &str,
+        what: &str,
+        call: impl AsyncFnOnce(&ManagerProxy<'static>) -> zbus::Result<zbus::OwnedObjectPath>,
+    ) -> Result<()> {
+        let mgr = self.manager()?;
+        zbus::block_on(async {
+            // Subscribe fails harmlessly if this connection already subscribed.
+            let _ = mgr.subscribe().await;
+            let mut removed = mgr.receive_job_removed().await?;
+            let job = call(&mgr).await?;
+            while let Some(signal) = removed.next().await {
+                let args = signal.args()?;
+                if args.job == job {
+                    return Ok(args.result);
+                }
+            }
+            Err(zbus::Error::Failure("the system bus closed while waiting for the job".into()))
+        })
+        .map_err(anyhow::Error::from)
+        .and_then(|result| {
+            if result == "done" {
+                Ok(())
+            } else {
+                Err(anyhow!(
+                    "systemd could not {what} {unit}: job result `{result}`; see `journalctl -u {unit}`"
+                ))
+            }
+        })
+        .with_context(|| format!("{what} {unit} over D-Bus"))
+    }
+
+    fn unit_proxy(&self, unit: &str) -> Result<Option<UnitProxy<'static>>> {
+        let mgr = self.manager()?;
+        let conn = self.conn()?.clone();
+        zbus::block_on(async {
+            let path = match mgr.get_unit(unit.to_string()).await {
+                Ok(p) => p,
+                Err(e) if is_no_such_unit(&e) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            // No property cache: a cached ActiveState goes stale between polls.
+            UnitProxy::builder(&conn)
+                .path(path)
+                .cache_properties(CacheProperties::No)
+                .build()
+                .await
+                .map(Some)
+        })
+        .map_err(Into::into)
+    }
+
+    fn active_state(&self, unit: &str) -> Result<String> {
+        match self.unit_proxy(unit)? {
+            None => Ok("inactive".into()),
+            Some(p) => Ok(zbus::block_on(p.active_state())?),
+        }
+    }
+
+    fn reset_failed(&self, unit: &str) -> Result<()> {
+        let mgr = self.manager()?;
+        match zbus::block_on(mgr.reset_failed_unit(unit.to_string())) {
+            Ok(()) => Ok(()),
+            Err(e) if is_no_such_unit(&e) => Ok(()),
+            // A unit that is not failed answers with an error too; nothing to reset then.
+            Err(zbus::Error::MethodError(..)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl ServiceManager for Systemd {
+    fn kind(&self) -> &'static str {
+        "systemd"
+    }
+
+    fn install(&self) -> Result<()> {
+        fs::create_dir_all(&self.unit_dir)
+            .with_context(|| format!("creating {}", self.unit_dir.display()))?;
+        let path = self.unit_dir.join(UNIT_FILE_NAME);
+        if fs::read_to_string(&path).ok().as_deref() != Some(self.unit_text.as_str()) {
+            let tmp = path.with_extension("service.tmp");
+            fs::write(&tmp, &self.unit_text)
+                .with_context(|| format!("writing {}", tmp.display()))?;
+            fs::rename(&tmp, &path).with_context(|| format!("installing {}", path.display()))?;
+        }
+        let mgr = self.manager()?;
+        zbus::block_on(mgr.reload()).context("systemd daemon-reload over D-Bus")?;
+        Ok(())
+    }
+
+    fn start(&self, launch: &Launch) -> Result<()> {
+        let unit = unit_name(launch);
+        // Clears a `failed` state left by a kill, and its start counter.
+        self.reset_failed(&unit)?;
+        self.run_job(&unit, "start", async |m| {
+            m.start_unit(unit.clone(), "replace".into()).await
+        })
+        .map_err(|e| e.context(format!("the server log is {}", launch.error_log.display())))
+    }
+
+    fn stop(&self, launch: &Launch) -> Result<()> {
+        let unit = unit_name(launch);
+        if !self.state(launch)?.is_up() {
+            return Ok(());
+        }
+        self.run_job(&unit, "stop", async |m| {
+            m.stop_unit(unit.clone(), "replace".into()).await
+        })
+    }
+
+    fn kill(&self, launch: &Launch) -> Result<()> {
+        let unit = unit_name(launch);
+        if matches!(
+            self.state(launch)?,
+            ServiceState::Stopped | ServiceState::Failed
+        ) {
+            return Ok(());
+        }
+        let mgr = self.manager()?;
+        zbus::block_on(mgr.kill_unit(unit.clone(), "all".into(), 9))
+            .with_context(|| format!("KillUnit {unit} SIGKILL"))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let state = self.active_state(&unit)?;
+            if state == "failed" || state == "inactive" {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(anyhow!("{unit} is still {state} 10 s after SIGKILL"));
+            }
+            std::thread::sleep(Duration::from_millis(3));
+        }
+    }
+
+    fn state(&self, launch: &Launch) -> Result<ServiceState> {
+        Ok(match self.active_state(&unit_name(launch))?.as_str() {
+            "active" | "reloading" | "refreshing" => ServiceState::Running,
+            "activating" => ServiceState::Starting,
+            "deactivating" => ServiceState::Stopping,
+            "failed" => ServiceState::Failed,
+            _ => ServiceState::Stopped,
+        })
+    }
+
+    fn main_pid(&self, launch: &Launch) -> Result<Option<u32>> {
+        let unit = unit_name(launch);
+        let mgr = self.manager()?;
+        let conn = self.conn()?.clone();
+        let pid = zbus::block_on(async {
+            let path = match mgr.get_unit(unit.clone()).await {
+                Ok(p) => p,
+                Err(e) if is_no_such_unit(&e) => return Ok(0),
+                Err(e) => return Err(e),
+            };
+            let svc = ServiceProxy::builder(&conn)
+                .path(path)
+                .cache_properties(CacheProperties::No)
+                .build()
+                .await?;
+            svc.main_pid().await
+        })?;
+        Ok((pid != 0).then_some(pid))
+    }
+
+    fn forget(&self, launch: &Launch) -> Result<()> {
+        self.reset_failed(&unit_name(launch))
+    }
+}

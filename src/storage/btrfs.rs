@@ -1,0 +1,333 @@
+//! btrfs storage through libbtrfsutil: subvolumes and snapshots on a mounted btrfs, or on an
+//! embedded sparse image file that this module creates, formats and loop-mounts.
+//!
+//! On-disk layout under the pool directory:
+//! `baselines/gen-NNNNNN` (read-only), `baselines/.work-gen-NNNNNN` (being built),
+//! `branches/NAME` (writable datadir), `branches/NAME@init` (read-only, clean).
+
+use super::{PoolInfo, Storage};
+use crate::branch::{BranchName, Generation};
+use crate::error::usage;
+use crate::exec;
+use anyhow::{anyhow, Context, Result};
+use libbtrfsutil::{CreateSnapshotOptions, DeleteSubvolumeOptions};
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub struct BtrfsStorage {
+    pool: PathBuf,
+    /// `Some((image, size))` for the embedded pool; None when `btrfs.path` is configured.
+    image: Option<(PathBuf, u64)>,
+}
+
+impl BtrfsStorage {
+    pub fn embedded(image: PathBuf, mount: PathBuf, size: u64) -> Self {
+        BtrfsStorage {
+            pool: mount,
+            image: Some((image, size)),
+        }
+    }
+
+    pub fn at_path(path: PathBuf) -> Self {
+        BtrfsStorage {
+            pool: path,
+            image: None,
+        }
+    }
+
+    fn baselines_dir(&self) -> PathBuf {
+        self.pool.join("baselines")
+    }
+    fn branches_dir(&self) -> PathBuf {
+        self.pool.join("branches")
+    }
+    fn workspace(&self, gen: Generation) -> PathBuf {
+        self.baselines_dir()
+            .join(format!(".work-{}", gen.dir_name()))
+    }
+    fn generation_dir(&self, gen: Generation) -> PathBuf {
+        self.baselines_dir().join(gen.dir_name())
+    }
+    fn init_snapshot(&self, name: &BranchName) -> PathBuf {
+        self.branches_dir().join(format!("{name}@init"))
+    }
+
+    fn is_btrfs(path: &Path) -> bool {
+        nix::sys::statfs::statfs(path)
+            .map(|s| s.filesystem_type() == nix::sys::statfs::BTRFS_SUPER_MAGIC)
+            .unwrap_or(false)
+    }
+
+    fn is_mount_point(path: &Path) -> bool {
+        let (Ok(me), Some(parent)) = (fs::metadata(path), path.parent()) else {
+            return false;
+        };
+        fs::metadata(parent)
+            .map(|p| p.dev() != me.dev())
+            .unwrap_or(false)
+    }
+
+    fn mount_embedded(&self, image: &Path, create: bool, size: u64) -> Result<()> {
+        if Self::is_mount_point(&self.pool) && Self::is_btrfs(&self.pool) {
+            return Ok(());
+        }
+        if !image.exists() {
+            if !create {
+                return Err(usage(format!(
+                    "the embedded pool image {} does not exist; run `db-branch init` first",
+                    image.display()
+                )));
+            }
+            // Build the image under a temporary name so a crash never leaves a half-formatted
+            // pool.img that later commands would try to mount.
+            let tmp = image.with_extension("img.partial");
+            let _ = fs::remove_file(&tmp);
+            let file = fs::File::create(&tmp)
+                .with_context(|| format!("creating pool image {}", tmp.display()))?;
+            file.set_len(size)
+                .with_context(|| format!("sizing pool image {} to {size} bytes", tmp.display()))?;
+            drop(file);
+            exec::run(Command::new("mkfs.btrfs").arg("-q").arg(&tmp))
+                .context("formatting the embedded pool (is btrfs-progs installed?)")?;
+            fs::rename(&tmp, image)?;
+        }
+        fs::create_dir_all(&self.pool)?;
+        exec::run(
+            Command::new("mount")
+                .args(["-t", "btrfs", "-o", "loop,noatime"])
+                .arg(image)
+                .arg(&self.pool),
+        )
+        .with_context(|| format!("mounting the embedded pool {}", image.display()))?;
+        Ok(())
+    }
+
+    fn snapshot(&self, source: &Path, dest: &Path, readonly: bool) -> Result<()> {
+        CreateSnapshotOptions::new()
+            .readonly(readonly)
+            .create(source, dest)
+            .map_err(|e| {
+                anyhow!(
+                    "btrfs snapshot {} -> {} failed: {e}",
+                    source.display(),
+                    dest.display()
+                )
+            })
+    }
+
+    fn delete_subvolume_if_present(&self, path: &Path) -> Result<()> {
+        if fs::symlink_metadata(path).is_err() {
+            return Ok(());
+        }
+        DeleteSubvolumeOptions::new()
+            .delete(path)
+            .map_err(|e| anyhow!("deleting btrfs subvolume {} failed: {e}", path.display()))
+    }
+}
+
+impl Storage for BtrfsStorage {
+    fn prepare(&self, create: bool) -> Result<()> {
+        match &self.image {
+            Some((image, size)) => self.mount_embedded(image, create, *size)?,
+            None => {
+                if !self.pool.is_dir() {
+                    return Err(usage(format!(
+                        "btrfs.path {} does not exist or is not a directory; mount a btrfs \
+                         filesystem there, or leave btrfs.path empty for the embedded pool",
+                        self.pool.display()
+                    )));
+                }
+                if !Self::is_btrfs(&self.pool) {
+                    return Err(usage(format!(
+                        "btrfs.path {} is not on a btrfs filesystem (check with `stat -f -c %T {}`); \
+                         mount btrfs there, or leave btrfs.path empty for the embedded pool",
+                        self.pool.display(),
+                        self.pool.display()
+                    )));
+                }
+            }
+        }
+        for dir in [self.baselines_dir(), self.branches_dir()] {
+            if !dir.is_dir() {
+                if !create {
+                    return Err(usage(format!(
+                        "the pool at {} is not initialised ({} is missing); run `db-branch init`",
+                        self.pool.display(),
+                        dir.display()
+                    )));
+                }
+                fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn info(&self) -> Result<PoolInfo> {
+        let st = nix::sys::statvfs::statvfs(&self.pool)
+            .with_context(|| format!("statvfs {}", self.pool.display()))?;
+        Ok(PoolInfo {
+            kind: "btrfs".into(),
+            path: self.pool.clone(),
+            total_bytes: st.blocks() * st.fragment_size(),
+            free_bytes: st.blocks_available() * st.fragment_size(),
+        })
+    }
+
+    fn baselines(&self) -> Result<Vec<Generation>> {
+        let mut gens = Vec::new();
+        let dir = self.baselines_dir();
+        for entry in fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
+            let entry = entry?;
+            if let Some(gen) = entry
+                .file_name()
+                .to_str()
+                .and_then(Generation::from_dir_name)
+            {
+                gens.push(gen);
+            }
+        }
+        gens.sort();
+        Ok(gens)
+    }
+
+    fn begin_baseline(&self, gen: Generation) -> Result<PathBuf> {
+        let ws = self.workspace(gen);
+        self.delete_subvolume_if_present(&ws)?;
+        libbtrfsutil::create_subvolume(&ws)
+            .map_err(|e| anyhow!("creating btrfs subvolume {} failed: {e}", ws.display()))?;
+        Ok(ws)
+    }
+
+    fn fill_from_dir(&self, workspace: &Path, source: &Path) -> Result<()> {
+        let mut src = source.as_os_str().to_owned();
+        src.push("/.");
+        exec::run(
+            Command::new("cp")
+                .args(["-a", "--reflink=auto"])
+                .arg(src)
+                .arg(workspace),
+        )
+        .with_context(|| format!("copying {} into the new baseline", source.display()))?;
+        Ok(())
+    }
+
+    fn seal_baseline(&self, gen: Generation) -> Result<()> {
+        let ws = self.workspace(gen);
+        let dest = self.generation_dir(gen);
+        if dest.exists() {
+            return Err(anyhow!(
+                "baseline {gen} already exists at {}; it was not replaced",
+                dest.display()
+            ));
+        }
+        self.snapshot(&ws, &dest, true)?;
+        self.delete_subvolume_if_present(&ws)
+    }
+
+    fn abandon_baseline(&self, gen: Generation) -> Result<()> {
+        self.delete_subvolume_if_present(&self.workspace(gen))
+    }
+
+    fn clone_branch(&self, gen: Generation, name: &BranchName) -> Result<PathBuf> {
+        let source = self.generation_dir(gen);
+        if !source.is_dir() {
+            return Err(usage(format!(
+                "baseline {gen} does not exist; see `db-branch baseline list`"
+            )));
+        }
+        let init = self.init_snapshot(name);
+        let datadir = self.branch_datadir(name);
+        self.snapshot(&source, &init, true)?;
+        if let Err(e) = self.snapshot(&init, &datadir, false) {
+            // Undo our own half: the caller only knows about whole clones.
+            if let Err(undo) = self.delete_subvolume_if_present(&init) {
+                return Err(e.context(format!(
+                    "and removing {} failed too: {undo:#}",
+                    init.display()
+                )));
+            }
+            return Err(e);
+        }
+        Ok(datadir)
+    }
+
+    fn rollback_branch(&self, name: &BranchName) -> Result<()> {
+        let init = self.init_snapshot(name);
+        if !init.is_dir() {
+            return Err(anyhow!(
+                "branch {name} has no clean snapshot at {}; it cannot be reset (delete and create it again)",
+                init.display()
+            ));
+        }
+        let datadir = self.branch_datadir(name);
+        self.delete_subvolume_if_present(&datadir)?;
+        self.snapshot(&init, &datadir, false)
+    }
+
+    fn destroy_branch(&self, name: &BranchName) -> Result<()> {
+        self.delete_subvolume_if_present(&self.branch_datadir(name))?;
+        self.delete_subvolume_if_present(&self.init_snapshot(name))
+    }
+
+    fn branch_exists(&self, name: &BranchName) -> Result<bool> {
+        Ok(fs::symlink_metadata(self.branch_datadir(name)).is_ok()
+            || fs::symlink_metadata(self.init_snapshot(name)).is_ok())
+    }
+
+    fn branch_datadir(&self, name: &BranchName) -> PathBuf {
+        self.branches_dir().join(name.as_str())
+    }
+
+    fn branch_usage(&self, name: &BranchName) -> Result<Option<u64>> {
+        let datadir = self.branch_datadir(name);
+        if !datadir.is_dir() {
+            return Ok(None);
+        }
+        let out = exec::run(
+            Command::new("btrfs")
+                .args(["filesystem", "du", "-s", "--raw"])
+                .arg(&datadir),
+        )?;
+        Ok(parse_du_exclusive(&String::from_utf8_lossy(&out.stdout)))
+    }
+
+    fn branches(&self) -> Result<Vec<BranchName>> {
+        let mut names = Vec::new();
+        let dir = self.branches_dir();
+        for entry in fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
+            let file = entry?.file_name();
+            let s = file.to_string_lossy();
+            let base = s.strip_suffix("@init").unwrap_or(&s);
+            if let Ok(name) = base.parse::<BranchName>() {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+}
+
+/// `btrfs filesystem du -s --raw` prints a header and one line: total, exclusive, set shared,
+/// path. Exclusive is what the branch alone holds.
+fn parse_du_exclusive(out: &str) -> Option<u64> {
+    out.lines()
+        .find(|l| !l.trim_start().starts_with("Total"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn du_output_is_parsed() {
+        let out = "     Total   Exclusive  Set shared  Filename\n 734003200     12582912   721420288  /p/branches/a\n";
+        assert_eq!(parse_du_exclusive(out), Some(12582912));
+        assert_eq!(parse_du_exclusive("garbage"), None);
+    }
+}

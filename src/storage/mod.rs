@@ -1,0 +1,53 @@
+//! Copy-on-write storage for baselines and branches, behind one trait.
+//!
+//! A baseline generation is a read-only snapshot of a cleanly shut down datadir. A branch is
+//! a writable snapshot of one generation plus a read-only `@init` snapshot taken at the same
+//! moment, so `reset` can roll back to a clean state without crash recovery.
+
+pub mod btrfs;
+pub mod sim;
+
+use crate::branch::{BranchName, Generation};
+use anyhow::Result;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PoolInfo {
+    pub kind: String,
+    pub path: PathBuf,
+    pub total_bytes: u64,
+    pub free_bytes: u64,
+}
+
+pub trait Storage: Send + Sync {
+    /// Makes the pool usable: mounts the embedded image if it is not mounted (after a reboot),
+    /// checks a configured path really is the right filesystem. With `create`, also makes the
+    /// embedded image and the directory skeleton (`init`).
+    fn prepare(&self, create: bool) -> Result<()>;
+    fn info(&self) -> Result<PoolInfo>;
+
+    /// Generations present, oldest first.
+    fn baselines(&self) -> Result<Vec<Generation>>;
+    /// A writable, empty workspace for building generation `gen`.
+    fn begin_baseline(&self, gen: Generation) -> Result<PathBuf>;
+    /// Copies a directory tree into a workspace (reflinks where the filesystem allows).
+    fn fill_from_dir(&self, workspace: &Path, source: &Path) -> Result<()>;
+    /// Freezes the workspace as read-only generation `gen`.
+    fn seal_baseline(&self, gen: Generation) -> Result<()>;
+    /// Removes a workspace that will not become a generation. Idempotent.
+    fn abandon_baseline(&self, gen: Generation) -> Result<()>;
+
+    /// Writable clone of `gen` plus its read-only `@init`; returns the datadir.
+    fn clone_branch(&self, gen: Generation, name: &BranchName) -> Result<PathBuf>;
+    /// Replaces the datadir with a fresh writable copy of `@init`.
+    fn rollback_branch(&self, name: &BranchName) -> Result<()>;
+    /// Removes the datadir and `@init`. Idempotent.
+    fn destroy_branch(&self, name: &BranchName) -> Result<()>;
+    fn branch_exists(&self, name: &BranchName) -> Result<bool>;
+    fn branch_datadir(&self, name: &BranchName) -> PathBuf;
+    /// Bytes this branch holds that nobody else shares (None when it cannot be told).
+    fn branch_usage(&self, name: &BranchName) -> Result<Option<u64>>;
+    /// Branch names that have storage, whatever the metadata says.
+    fn branches(&self) -> Result<Vec<BranchName>>;
+}

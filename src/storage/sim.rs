@@ -1,0 +1,139 @@
+//! In-memory storage for unit tests of command logic. Can be told to fail one operation.
+
+use super::{PoolInfo, Storage};
+use crate::branch::{BranchName, Generation};
+use anyhow::{anyhow, Result};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+#[derive(Default)]
+pub struct SimStorage {
+    state: Mutex<SimState>,
+}
+
+#[derive(Default, Debug)]
+pub struct SimState {
+    pub prepared: bool,
+    pub generations: BTreeSet<Generation>,
+    pub workspaces: BTreeSet<Generation>,
+    /// name -> (generation, written since clone or rollback)
+    pub branches: BTreeMap<BranchName, (Generation, bool)>,
+    /// Operation name that fails once, e.g. "clone_branch".
+    pub fail_once: Option<&'static str>,
+    pub rollbacks: usize,
+}
+
+impl SimStorage {
+    pub fn with_generation(gen: u32) -> Self {
+        let s = SimStorage::default();
+        s.state.lock().unwrap().generations.insert(Generation(gen));
+        s
+    }
+    pub fn fail_once(&self, op: &'static str) {
+        self.state.lock().unwrap().fail_once = Some(op);
+    }
+    pub fn with_state<R>(&self, f: impl FnOnce(&mut SimState) -> R) -> R {
+        f(&mut self.state.lock().unwrap())
+    }
+    fn check(&self, op: &'static str) -> Result<std::sync::MutexGuard<'_, SimState>> {
+        let mut st = self.state.lock().unwrap();
+        if st.fail_once == Some(op) {
+            st.fail_once = None;
+            return Err(anyhow!("simulated failure in {op}"));
+        }
+        Ok(st)
+    }
+}
+
+impl Storage for SimStorage {
+    fn prepare(&self, _create: bool) -> Result<()> {
+        self.check("prepare")?.prepared = true;
+        Ok(())
+    }
+    fn info(&self) -> Result<PoolInfo> {
+        Ok(PoolInfo {
+            kind: "sim".into(),
+            path: PathBuf::from("/sim"),
+            total_bytes: 1 << 30,
+            free_bytes: 1 << 29,
+        })
+    }
+    fn baselines(&self) -> Result<Vec<Generation>> {
+        Ok(self
+            .state
+            .lock()
+            .unwrap()
+            .generations
+            .iter()
+            .copied()
+            .collect())
+    }
+    fn begin_baseline(&self, gen: Generation) -> Result<PathBuf> {
+        self.check("begin_baseline")?.workspaces.insert(gen);
+        Ok(PathBuf::from(format!("/sim/baselines/.work-{gen}")))
+    }
+    fn fill_from_dir(&self, _workspace: &Path, _source: &Path) -> Result<()> {
+        self.check("fill_from_dir").map(|_| ())
+    }
+    fn seal_baseline(&self, gen: Generation) -> Result<()> {
+        let mut st = self.check("seal_baseline")?;
+        if !st.workspaces.remove(&gen) {
+            return Err(anyhow!("no workspace for {gen}"));
+        }
+        st.generations.insert(gen);
+        Ok(())
+    }
+    fn abandon_baseline(&self, gen: Generation) -> Result<()> {
+        self.check("abandon_baseline")?.workspaces.remove(&gen);
+        Ok(())
+    }
+    fn clone_branch(&self, gen: Generation, name: &BranchName) -> Result<PathBuf> {
+        let mut st = self.check("clone_branch")?;
+        if !st.generations.contains(&gen) {
+            return Err(anyhow!("baseline {gen} does not exist"));
+        }
+        st.branches.insert(name.clone(), (gen, false));
+        Ok(self.branch_datadir(name))
+    }
+    fn rollback_branch(&self, name: &BranchName) -> Result<()> {
+        let mut st = self.check("rollback_branch")?;
+        st.rollbacks += 1;
+        match st.branches.get_mut(name) {
+            Some(b) => {
+                b.1 = false;
+                Ok(())
+            }
+            None => Err(anyhow!("no branch {name}")),
+        }
+    }
+    fn destroy_branch(&self, name: &BranchName) -> Result<()> {
+        self.check("destroy_branch")?.branches.remove(name);
+        Ok(())
+    }
+    fn branch_exists(&self, name: &BranchName) -> Result<bool> {
+        Ok(self.state.lock().unwrap().branches.contains_key(name))
+    }
+    fn branch_datadir(&self, name: &BranchName) -> PathBuf {
+        PathBuf::from(format!("/sim/branches/{name}"))
+    }
+    fn branch_usage(&self, name: &BranchName) -> Result<Option<u64>> {
+        Ok(self
+            .state
+            .lock()
+            .unwrap()
+            .branches
+            .get(name)
+            .map(|b| if b.1 { 1 << 20 } else { 0 }))
+    }
+    fn branches(&self) -> Result<Vec<BranchName>> {
+        Ok(self
+            .state
+            .lock()
+            .unwrap()
+            .branches
+            .keys()
+            .cloned()
+            .collect())
+    }
+}

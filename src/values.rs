@@ -1,0 +1,194 @@
+//! Validated value types used in config and flags: byte sizes, port ranges, durations.
+//! Each parses once, with an error that says what was expected.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::str::FromStr;
+
+/// A size in bytes written the way MySQL and humans write it: `128M`, `20G`, `512MiB`.
+/// Suffixes are binary (K = 1024), as in MySQL's own options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ByteSize(pub u64);
+
+impl ByteSize {
+    pub fn bytes(self) -> u64 {
+        self.0
+    }
+    pub const fn mib(n: u64) -> Self {
+        ByteSize(n * 1024 * 1024)
+    }
+}
+
+impl FromStr for ByteSize {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        if t.is_empty() {
+            return Err("a size is empty; write it like 128M, 2G or 512MiB".into());
+        }
+        parse_size::Config::new()
+            .with_binary()
+            .parse_size(t)
+            .map(ByteSize)
+            .map_err(|e| format!("`{s}` is not a size ({e}); write it like 128M, 2G or 512MiB"))
+    }
+}
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [(&str, u64); 4] = [
+            ("T", 1 << 40),
+            ("G", 1 << 30),
+            ("M", 1 << 20),
+            ("K", 1 << 10),
+        ];
+        for (unit, size) in UNITS {
+            if self.0 >= size && self.0.is_multiple_of(size) {
+                return write!(f, "{}{}", self.0 / size, unit);
+            }
+        }
+        for (unit, size) in UNITS {
+            if self.0 >= size {
+                return write!(f, "{:.1}{}", self.0 as f64 / size as f64, unit);
+            }
+        }
+        write!(f, "{}B", self.0)
+    }
+}
+
+impl Serialize for ByteSize {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// An inclusive range of TCP ports, written `3400-3999`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRange {
+    pub first: u16,
+    pub last: u16,
+}
+
+impl PortRange {
+    pub fn iter(self) -> impl Iterator<Item = u16> {
+        self.first..=self.last
+    }
+    pub fn len(self) -> usize {
+        usize::from(self.last - self.first) + 1
+    }
+    pub fn is_empty(self) -> bool {
+        false
+    }
+}
+
+impl FromStr for PortRange {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad =
+            || format!("`{s}` is not a port range; write it like 3400-3999 (ports 1024-65535)");
+        let (a, b) = s.trim().split_once('-').ok_or_else(bad)?;
+        let first: u16 = a.trim().parse().map_err(|_| bad())?;
+        let last: u16 = b.trim().parse().map_err(|_| bad())?;
+        if first < 1024 || first > last {
+            return Err(bad());
+        }
+        Ok(PortRange { first, last })
+    }
+}
+
+impl fmt::Display for PortRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.first, self.last)
+    }
+}
+
+impl<'de> Deserialize<'de> for PortRange {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for PortRange {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+/// A duration written like `90s`, `5m`, `7d`, `1h 30m`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Duration(pub std::time::Duration);
+
+impl FromStr for Duration {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        humantime::parse_duration(s.trim())
+            .map(Duration)
+            .map_err(|e| format!("`{s}` is not a duration ({e}); write it like 90s, 5m, 12h or 7d"))
+    }
+}
+
+impl fmt::Display for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", humantime::format_duration(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Duration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for Duration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_binary() {
+        assert_eq!("128M".parse::<ByteSize>().unwrap().0, 128 << 20);
+        assert_eq!("20G".parse::<ByteSize>().unwrap().0, 20 << 30);
+        assert_eq!("512MiB".parse::<ByteSize>().unwrap().0, 512 << 20);
+        assert_eq!("1024".parse::<ByteSize>().unwrap().0, 1024);
+        assert_eq!(ByteSize(128 << 20).to_string(), "128M");
+        assert_eq!(ByteSize(1536 << 20).to_string(), "1536M");
+    }
+
+    #[test]
+    fn bad_sizes_are_refused() {
+        for s in ["", "abc", "-1G", "12Q", "1.5.5G"] {
+            let e = s.parse::<ByteSize>().unwrap_err();
+            assert!(e.contains("128M"), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn port_ranges() {
+        let r: PortRange = "3400-3999".parse().unwrap();
+        assert_eq!((r.first, r.last, r.len()), (3400, 3999, 600));
+        for s in ["3400", "4000-3000", "80-90", "a-b", "3400-70000", ""] {
+            assert!(s.parse::<PortRange>().is_err(), "{s}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!("90s".parse::<Duration>().unwrap().0.as_secs(), 90);
+        assert_eq!("7d".parse::<Duration>().unwrap().0.as_secs(), 7 * 86400);
+        assert!("soon".parse::<Duration>().is_err());
+    }
+}
