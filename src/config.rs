@@ -81,6 +81,9 @@ pub struct MemoryConfig {
 pub struct SystemdConfig {
     /// Where `init` installs the `mysqld@.service` template.
     pub unit_dir: PathBuf,
+    /// Template name: branch NAME runs as `<unit_prefix>@NAME.service`. Change it only to
+    /// run several db-branch roots side by side under one systemd.
+    pub unit_prefix: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -146,6 +149,7 @@ impl Default for SystemdConfig {
     fn default() -> Self {
         SystemdConfig {
             unit_dir: PathBuf::from("/etc/systemd/system"),
+            unit_prefix: "mysqld".into(),
         }
     }
 }
@@ -177,10 +181,12 @@ pub fn load(path: &Path, must_exist: bool) -> Result<Config> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {
             return Ok(Config::default());
         }
-        Err(e) => return Err(usage(format!(
+        Err(e) => {
+            return Err(usage(format!(
             "cannot read config file {}: {e}; pass an existing file with --config or ${CONFIG_ENV}",
             path.display()
-        ))),
+        )))
+        }
     };
     parse(&text).with_context(|| format!("in config file {}", path.display()))
 }
@@ -228,6 +234,16 @@ impl Config {
         }
         for arg in &self.mysqld.extra_args {
             validate_extra_arg(arg)?;
+        }
+        let prefix = &self.systemd.unit_prefix;
+        if prefix.is_empty()
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(usage(format!(
+                "systemd.unit_prefix = {prefix:?} must be letters, digits, '-', '_' or '.'"
+            )));
         }
         if self.mysqld.user.is_empty() {
             return Err(usage("mysqld.user must name the OS user servers run as"));

@@ -44,6 +44,7 @@ impl Host {
         let services: Arc<dyn ServiceManager> = if use_systemd {
             Arc::new(systemd::Systemd::new(
                 config.systemd.unit_dir.clone(),
+                config.systemd.unit_prefix.clone(),
                 systemd::render_unit(&config.root, &config.mysqld.binary, &config.mysqld.user),
             ))
         } else {

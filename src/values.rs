@@ -43,13 +43,12 @@ impl fmt::Display for ByteSize {
             ("K", 1 << 10),
         ];
         for (unit, size) in UNITS {
-            if self.0 >= size && self.0.is_multiple_of(size) {
-                return write!(f, "{}{}", self.0 / size, unit);
-            }
-        }
-        for (unit, size) in UNITS {
             if self.0 >= size {
-                return write!(f, "{:.1}{}", self.0 as f64 / size as f64, unit);
+                return if self.0.is_multiple_of(size) {
+                    write!(f, "{}{}", self.0 / size, unit)
+                } else {
+                    write!(f, "{:.1}{}", self.0 as f64 / size as f64, unit)
+                };
             }
         }
         write!(f, "{}B", self.0)
@@ -165,7 +164,9 @@ mod tests {
         assert_eq!("512MiB".parse::<ByteSize>().unwrap().0, 512 << 20);
         assert_eq!("1024".parse::<ByteSize>().unwrap().0, 1024);
         assert_eq!(ByteSize(128 << 20).to_string(), "128M");
-        assert_eq!(ByteSize(1536 << 20).to_string(), "1536M");
+        assert_eq!(ByteSize(1536 << 20).to_string(), "1.5G");
+        assert_eq!(ByteSize(57336 << 10).to_string(), "56.0M");
+        assert_eq!(ByteSize(512).to_string(), "512B");
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub fn launch(host: &Host, name: &BranchName) -> Launch {
         option_file: host.layout.option_file(name),
         error_log: host.layout.error_log(name),
         pid_file: host.layout.pid_file(name),
+        supervisor_pid_file: host.layout.branch_dir(name).join("supervisor.pid"),
     }
 }
 

@@ -41,7 +41,10 @@ pub struct Launch {
     pub binary: PathBuf,
     pub option_file: PathBuf,
     pub error_log: PathBuf,
+    /// The pid file the server itself writes (and removes on a clean shutdown).
     pub pid_file: PathBuf,
+    /// The built-in supervisor's own record of the pid it started.
+    pub supervisor_pid_file: PathBuf,
 }
 
 pub trait ServiceManager: Send + Sync {

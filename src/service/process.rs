@@ -22,7 +22,7 @@ impl ProcessSupervisor {
     /// The pid of this branch's server if it is alive. The pid file may be stale (after a
     /// SIGKILL or a reboot), so the process's command line must name this branch's option file.
     fn live_pid(&self, launch: &Launch) -> Option<Pid> {
-        let text = fs::read_to_string(&launch.pid_file).ok()?;
+        let text = fs::read_to_string(&launch.supervisor_pid_file).ok()?;
         let pid: i32 = text.trim().parse().ok()?;
         is_our_server(pid, launch).then(|| Pid::from_raw(pid))
     }
@@ -96,8 +96,11 @@ impl ServiceManager for ProcessSupervisor {
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {}", launch.binary.display()))?;
-        fs::write(&launch.pid_file, format!("{}\n", child.id()))
-            .with_context(|| format!("writing {}", launch.pid_file.display()))?;
+        crate::state::write_atomic(
+            &launch.supervisor_pid_file,
+            format!("{}\n", child.id()).as_bytes(),
+            0o644,
+        )?;
         // The child is not waited for: it is a daemon. If it dies before we exit it stays a
         // zombie until then, which `is_our_server` treats as gone.
         std::mem::forget(child);
@@ -136,9 +139,12 @@ impl ServiceManager for ProcessSupervisor {
     }
 
     fn forget(&self, launch: &Launch) -> Result<()> {
-        match fs::remove_file(&launch.pid_file) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
-            _ => Ok(()),
+        for file in [&launch.supervisor_pid_file, &launch.pid_file] {
+            match fs::remove_file(file) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
         }
+        Ok(())
     }
 }

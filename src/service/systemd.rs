@@ -12,10 +12,9 @@ use zbus::proxy::CacheProperties;
 use zbus_systemd::systemd1::{ManagerProxy, ServiceProxy, UnitProxy};
 
 pub const UNIT_TEMPLATE: &str = include_str!("../../units/mysqld@.service");
-pub const UNIT_FILE_NAME: &str = "mysqld@.service";
-
 pub struct Systemd {
     unit_dir: PathBuf,
+    prefix: String,
     unit_text: String,
     conn: OnceLock<zbus::Connection>,
 }
@@ -26,10 +25,6 @@ pub fn render_unit(root: &Path, binary: &Path, user: &str) -> String {
         .replace("@ROOT@", &root.display().to_string())
         .replace("@MYSQLD@", &binary.display().to_string())
         .replace("@USER@", user)
-}
-
-pub fn unit_name(launch: &Launch) -> String {
-    format!("mysqld@{}.service", launch.name)
 }
 
 /// True when systemd is the running init system (the test of `sd_booted()`).
@@ -43,12 +38,17 @@ fn is_no_such_unit(e: &zbus::Error) -> bool {
 }
 
 impl Systemd {
-    pub fn new(unit_dir: PathBuf, unit_text: String) -> Self {
+    pub fn new(unit_dir: PathBuf, prefix: String, unit_text: String) -> Self {
         Systemd {
             unit_dir,
+            prefix,
             unit_text,
             conn: OnceLock::new(),
         }
+    }
+
+    fn unit_name(&self, launch: &Launch) -> String {
+        format!("{}@{}.service", self.prefix, launch.name)
     }
 
     fn conn(&self) -> Result<&zbus::Connection> {
@@ -148,7 +148,7 @@ impl ServiceManager for Systemd {
     fn install(&self) -> Result<()> {
         fs::create_dir_all(&self.unit_dir)
             .with_context(|| format!("creating {}", self.unit_dir.display()))?;
-        let path = self.unit_dir.join(UNIT_FILE_NAME);
+        let path = self.unit_dir.join(format!("{}@.service", self.prefix));
         if fs::read_to_string(&path).ok().as_deref() != Some(self.unit_text.as_str()) {
             let tmp = path.with_extension("service.tmp");
             fs::write(&tmp, &self.unit_text)
@@ -161,7 +161,7 @@ impl ServiceManager for Systemd {
     }
 
     fn start(&self, launch: &Launch) -> Result<()> {
-        let unit = unit_name(launch);
+        let unit = self.unit_name(launch);
         // Clears a `failed` state left by a kill, and its start counter.
         self.reset_failed(&unit)?;
         self.run_job(&unit, "start", async |m| {
@@ -171,7 +171,7 @@ impl ServiceManager for Systemd {
     }
 
     fn stop(&self, launch: &Launch) -> Result<()> {
-        let unit = unit_name(launch);
+        let unit = self.unit_name(launch);
         if !self.state(launch)?.is_up() {
             return Ok(());
         }
@@ -181,7 +181,7 @@ impl ServiceManager for Systemd {
     }
 
     fn kill(&self, launch: &Launch) -> Result<()> {
-        let unit = unit_name(launch);
+        let unit = self.unit_name(launch);
         if matches!(
             self.state(launch)?,
             ServiceState::Stopped | ServiceState::Failed
@@ -205,7 +205,7 @@ impl ServiceManager for Systemd {
     }
 
     fn state(&self, launch: &Launch) -> Result<ServiceState> {
-        Ok(match self.active_state(&unit_name(launch))?.as_str() {
+        Ok(match self.active_state(&self.unit_name(launch))?.as_str() {
             "active" | "reloading" | "refreshing" => ServiceState::Running,
             "activating" => ServiceState::Starting,
             "deactivating" => ServiceState::Stopping,
@@ -215,7 +215,7 @@ impl ServiceManager for Systemd {
     }
 
     fn main_pid(&self, launch: &Launch) -> Result<Option<u32>> {
-        let unit = unit_name(launch);
+        let unit = self.unit_name(launch);
         let mgr = self.manager()?;
         let conn = self.conn()?.clone();
         let pid = zbus::block_on(async {
@@ -235,6 +235,6 @@ impl ServiceManager for Systemd {
     }
 
     fn forget(&self, launch: &Launch) -> Result<()> {
-        self.reset_failed(&unit_name(launch))
+        self.reset_failed(&self.unit_name(launch))
     }
 }
