@@ -17,8 +17,8 @@ use std::collections::BTreeSet;
 
 #[derive(Debug, Serialize)]
 pub struct CreateReport {
-    /// false when the branch already existed (an idempotent re-run).
-    pub created: bool,
+    /// true when the branch already existed (an idempotent re-run changed nothing).
+    pub existed: bool,
     #[serde(flatten)]
     pub branch: BranchView,
 }
@@ -31,7 +31,7 @@ impl Human for CreateReport {
 
 pub fn run(host: &Host, args: &CreateArgs, out: &Output) -> Result<()> {
     let report = create(host, args, out)?;
-    if report.created {
+    if !report.existed {
         out.note(format!("created branch {}", report.branch.name));
     } else {
         out.note(format!("branch {} already exists", report.branch.name));
@@ -79,7 +79,7 @@ pub fn create(host: &Host, args: &CreateArgs, out: &Output) -> Result<CreateRepo
         Ok(()) => {
             undo.commit();
             Ok(CreateReport {
-                created: true,
+                existed: false,
                 branch: BranchView::of(host, &record),
             })
         }
@@ -154,7 +154,7 @@ fn existing_branch(host: &Host, args: &CreateArgs, record: BranchRecord) -> Resu
         start_and_wait(host, &record)?;
     }
     Ok(CreateReport {
-        created: false,
+        existed: true,
         branch: BranchView::of(host, &record),
     })
 }
@@ -205,10 +205,10 @@ mod tests {
     fn creates_then_reports_the_same_branch() {
         let sim = sim_host();
         let first = create(&sim.host, &args("a"), &OUT).unwrap();
-        assert!(first.created);
+        assert!(!first.existed);
         assert_eq!(first.branch.state, ServiceState::Running);
         let again = create(&sim.host, &args("a"), &OUT).unwrap();
-        assert!(!again.created);
+        assert!(again.existed);
         assert_eq!(again.branch.port, first.branch.port);
         assert_eq!(sim.services.with_state(|s| s.starts), 1);
     }
@@ -283,7 +283,7 @@ mod tests {
         r.phase = Phase::Creating;
         state::save_record(&sim.host.layout, &r).unwrap();
         let again = create(&sim.host, &args("a"), &OUT).unwrap();
-        assert!(again.created);
+        assert!(!again.existed);
         assert_eq!(again.branch.phase, Phase::Ready);
     }
 

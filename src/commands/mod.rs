@@ -39,6 +39,7 @@ pub fn server_spec(host: &Host, record: &BranchRecord) -> ServerSpec {
         socket: host.layout.socket(name),
         pid_file: host.layout.pid_file(name),
         error_log: host.layout.error_log(name),
+        tmpdir: host.layout.branch_dir(name).join("tmp"),
         buffer_pool: record.buffer_pool,
         user: host.config.mysqld.user.clone(),
         extra_args: host.config.mysqld.extra_args.clone(),

@@ -64,7 +64,7 @@ impl MariaDb {
         .map(|_| ())
     }
 
-    fn initialize(&self, datadir: &Path) -> Result<()> {
+    fn initialize(&self, datadir: &Path, tmpdir: &Path) -> Result<()> {
         let mut cmd = if self.is_mariadb() {
             let install_db = sibling_program(&self.binary, "mariadb-install-db")
                 .or_else(|| sibling_program(&self.binary, "mysql_install_db"))
@@ -74,12 +74,14 @@ impl MariaDb {
                 .arg(format!("--datadir={}", datadir.display()))
                 .arg(format!("--user={}", self.user))
                 .arg("--skip-test-db")
+                .arg(format!("--tmpdir={}", tmpdir.display()))
                 .arg("--auth-root-authentication-method=socket");
             c
         } else {
             let mut c = Command::new(&self.binary);
             c.arg("--no-defaults")
                 .arg("--initialize-insecure")
+                .arg(format!("--tmpdir={}", tmpdir.display()))
                 .arg(format!("--datadir={}", datadir.display()))
                 .arg(format!("--user={}", self.user));
             c
@@ -159,9 +161,12 @@ impl Server for MariaDb {
     }
 
     fn prepare_runtime_dir(&self, dir: &Path) -> Result<()> {
-        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        nix::unistd::chown(dir, Some(uid_of(&self.user)?), Some(gid_of(&self.user)?))
-            .with_context(|| format!("chown {} to {}", dir.display(), self.user))?;
+        let (uid, gid) = (uid_of(&self.user)?, gid_of(&self.user)?);
+        for d in [dir.to_path_buf(), dir.join("tmp")] {
+            fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+            nix::unistd::chown(&d, Some(uid), Some(gid))
+                .with_context(|| format!("chown {} to {}", d.display(), self.user))?;
+        }
         Ok(())
     }
 
@@ -205,18 +210,19 @@ impl Server for MariaDb {
 
     fn prepare_baseline(&self, datadir: &Path, work: &Path, prep: &Preparation) -> Result<()> {
         self.check_binary()?;
-        if prep.initialize {
-            self.initialize(datadir)?;
-        }
-        self.give_to_server_user(datadir)?;
         let _ = fs::remove_dir_all(work);
         self.prepare_runtime_dir(work)?;
+        if prep.initialize {
+            self.initialize(datadir, &work.join("tmp"))?;
+        }
+        self.give_to_server_user(datadir)?;
         let spec = ServerSpec {
             datadir: datadir.to_path_buf(),
             network: None,
             socket: work.join("mysqld.sock"),
             pid_file: work.join("mysqld.pid"),
             error_log: work.join("error.log"),
+            tmpdir: work.join("tmp"),
             buffer_pool: ByteSize::mib(256),
             user: self.user.clone(),
             extra_args: Vec::new(),

@@ -23,7 +23,7 @@ pub struct Preparation {
 pub trait Server: Send + Sync {
     /// `mariadbd --version` or equivalent, for `status` and error messages.
     fn version(&self) -> Result<String>;
-    /// Creates a branch's runtime directory, writable by the server's OS user.
+    /// Creates a branch's runtime directory and its `tmp`, writable by the server's OS user.
     fn prepare_runtime_dir(&self, dir: &Path) -> Result<()>;
     /// Waits until the server behind `socket` answers (a query, or an authentication
     /// refusal: either way it is serving). `alive` says whether the process still runs, so a

@@ -13,6 +13,8 @@ pub struct ServerSpec {
     pub socket: PathBuf,
     pub pid_file: PathBuf,
     pub error_log: PathBuf,
+    /// Private scratch directory: servers sharing /tmp trip over each other's temp files.
+    pub tmpdir: PathBuf,
     pub buffer_pool: ByteSize,
     pub user: String,
     pub extra_args: Vec<String>,
@@ -45,6 +47,7 @@ pub fn render(spec: &ServerSpec) -> String {
         format!("socket={}", spec.socket.display()),
         format!("pid-file={}", spec.pid_file.display()),
         format!("log-error={}", spec.error_log.display()),
+        format!("tmpdir={}", spec.tmpdir.display()),
         format!("user={}", spec.user),
         format!("innodb-buffer-pool-size={}", spec.buffer_pool.bytes()),
     ];
@@ -79,6 +82,7 @@ mod tests {
             socket: "/r/branches/a/mysqld.sock".into(),
             pid_file: "/r/branches/a/mysqld.pid".into(),
             error_log: "/r/branches/a/error.log".into(),
+            tmpdir: "/r/branches/a/tmp".into(),
             buffer_pool: ByteSize::mib(128),
             user: "mysql".into(),
             extra_args: vec!["--max-connections=50".into()],

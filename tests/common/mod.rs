@@ -1,0 +1,207 @@
+//! Shared set-up for the root integration tests: each test gets its own root, embedded btrfs
+//! pool, port range and baseline, and removes all of it when it ends, passing or failing.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+pub const SEED_SQL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/seed.sql");
+
+/// Which service manager this run tests, from DB_BRANCH_TEST_SERVICE. Missing is an error,
+/// not a skip: these tests are ignored by default and run on purpose by scripts/test.
+pub fn service() -> String {
+    let s = std::env::var("DB_BRANCH_TEST_SERVICE")
+        .expect("set DB_BRANCH_TEST_SERVICE=process|systemd (scripts/test does)");
+    assert!(
+        s == "process" || s == "systemd",
+        "bad DB_BRANCH_TEST_SERVICE {s}"
+    );
+    s
+}
+
+pub struct Env {
+    pub root: PathBuf,
+    pub config: PathBuf,
+    pub first_port: u16,
+    pub service: String,
+}
+
+impl Env {
+    /// A fresh root with `extra` appended to its config (TOML top-level keys first).
+    pub fn new(extra_top: &str, extra_tables: &str) -> Env {
+        let service = service();
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let tag = &service[..1];
+        let root = PathBuf::from(format!("/var/lib/dbbt/{tag}{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        // Separate port ranges per test and per service manager, so runs never collide.
+        let first_port = 20000 + if service == "systemd" { 5000 } else { 0 } + (n as u16) * 20;
+        let config = root.with_extension("toml");
+        let unit_dir = if service == "systemd" {
+            "unit_dir = \"/run/systemd/system\"\n"
+        } else {
+            ""
+        };
+        let text = format!(
+            "root = \"{}\"\nservice_manager = \"{service}\"\nports = \"{first_port}-{}\"\n\
+             lock_timeout = \"120s\"\n{extra_top}\n\
+             [btrfs]\nimage_size = \"3G\"\n[systemd]\n{unit_dir}unit_prefix = \"dbbt{tag}{n}\"\n{extra_tables}\n",
+            root.display(),
+            first_port + 19,
+        );
+        std::fs::write(&config, text).unwrap();
+        Env {
+            root,
+            config,
+            first_port,
+            service,
+        }
+    }
+
+    /// A fresh root, initialised, with a baseline made from the seed SQL.
+    pub fn with_baseline() -> Env {
+        let env = Env::new("", "");
+        env.ok(&["init"]);
+        env.ok(&["baseline", "create", "--empty", "--sql", SEED_SQL]);
+        env
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_db-branch"))
+            .args(args)
+            .env("DB_BRANCH_CONFIG", &self.config)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run db-branch")
+    }
+
+    /// Runs db-branch and returns stdout; panics with stderr on failure.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "db-branch {args:?} failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        serde_json::from_str(&self.ok(&a)).expect("JSON output")
+    }
+
+    pub fn port(&self, branch: &str) -> u16 {
+        self.json(&["status", branch])["port"].as_u64().unwrap() as u16
+    }
+
+    pub fn pool(&self) -> PathBuf {
+        self.root.join("pool")
+    }
+
+    pub fn error_log(&self, branch: &str) -> PathBuf {
+        self.root.join("branches").join(branch).join("error.log")
+    }
+
+    /// Pids of live processes started with an option file under this root.
+    pub fn server_pids(&self) -> Vec<i32> {
+        let needle = format!("--defaults-file={}/", self.root.display());
+        let mut pids = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat
+                .rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
+            if !zombie
+                && cmd
+                    .split(|b| *b == 0)
+                    .any(|a| a.starts_with(needle.as_bytes()))
+            {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // Through the tool first (it knows units and snapshots), then by force, by PID, only
+        // what this test started.
+        if let Ok(out) = Command::new(env!("CARGO_BIN_EXE_db-branch"))
+            .args(["--json", "list"])
+            .env("DB_BRANCH_CONFIG", &self.config)
+            .output()
+        {
+            if let Ok(serde_json::Value::Array(items)) = serde_json::from_slice(&out.stdout) {
+                for b in items {
+                    if let Some(name) = b["name"].as_str() {
+                        let _ = self.run(&["delete", "--yes", name]);
+                    }
+                }
+            }
+        }
+        for pid in self.server_pids() {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        // A killed server holds the pool until it has fully exited.
+        for _ in 0..500 {
+            if self.server_pids().is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let pool = self.pool();
+        for attempt in 0..50 {
+            if !is_mounted(&pool) {
+                break;
+            }
+            let lazy = if attempt == 49 { "-l" } else { "-R" };
+            let _ = Command::new("umount").arg(lazy).arg(&pool).status();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+        let _ = std::fs::remove_file(&self.config);
+    }
+}
+
+pub fn is_mounted(path: &Path) -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(&path.display().to_string()))
+}
+
+/// Runs SQL over TCP as the branch's client user; returns tab-separated rows.
+pub fn sql(port: u16, query: &str) -> String {
+    let out = Command::new("mariadb")
+        .args(["--no-defaults", "-h127.0.0.1", "-uroot", "-N", "-B"])
+        .arg(format!("-P{port}"))
+        .arg("-e")
+        .arg(query)
+        .output()
+        .expect("run mariadb client");
+    assert!(
+        out.status.success(),
+        "SQL {query:?} on port {port} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+pub fn checksum(port: u16) -> String {
+    sql(port, "CHECKSUM TABLE shop.customers, shop.orders")
+}
