@@ -56,6 +56,8 @@ pub enum Command {
     Status(NameArg),
     /// Print a branch's connection details
     Env(EnvArgs),
+    /// Check this host: root, tools, server, service manager, pool, memory, ports
+    Doctor,
     /// Print a shell completion script
     Completions {
         /// bash, zsh, fish, elvish or powershell

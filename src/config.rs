@@ -36,13 +36,13 @@ pub struct Config {
     pub ports: PortRange,
     /// Where branch servers listen. Loopback unless you mean to expose them.
     pub bind_address: IpAddr,
+    /// How long a command waits for another db-branch holding a lock before giving up (exit 75).
+    pub lock_timeout: Duration,
     pub btrfs: BtrfsConfig,
     pub mysqld: MysqldConfig,
     pub memory: MemoryConfig,
     pub systemd: SystemdConfig,
     pub client: ClientConfig,
-    /// How long a command waits for another db-branch holding a lock before giving up (exit 75).
-    pub lock_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -346,6 +346,30 @@ unit_dir = "/etc/systemd/system"
             let e = format!("{:#}", parse(text).unwrap_err());
             assert!(e.contains(needle), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn packaged_config_is_all_defaults_and_uncomments_cleanly() {
+        let text = include_str!("../packaging/config.toml");
+        let as_is = parse(text).unwrap();
+        let defaults = toml::to_string(&Config::default()).unwrap();
+        assert_eq!(toml::to_string(&as_is).unwrap(), defaults);
+        // Uncommenting every key gives the same config: the comments state the defaults.
+        let uncommented: String = text
+            .lines()
+            .map(|l| {
+                l.strip_prefix('#')
+                    .filter(|r| {
+                        r.split_once(" = ").is_some_and(|(k, _)| {
+                            !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                        })
+                    })
+                    .unwrap_or(l)
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let c = parse(&uncommented).unwrap();
+        assert_eq!(toml::to_string(&c).unwrap(), defaults);
     }
 
     #[test]

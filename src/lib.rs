@@ -3,6 +3,7 @@
 //! to an exit code.
 
 pub mod branch;
+pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod commands;
@@ -37,6 +38,14 @@ pub fn run(cli: Cli) -> Result<()> {
     let env = std::env::var(config::CONFIG_ENV).ok();
     let (path, must_exist) = config::locate(cli.config.as_deref(), env.as_deref());
     let config = config::load(&path, must_exist)?;
+    if let Command::Doctor = &cli.command {
+        let note = if path.exists() {
+            format!("{} (valid)", path.display())
+        } else {
+            format!("{} missing: every key takes its default", path.display())
+        };
+        return commands::doctor::run(&host::Host::real(config), &note, &out);
+    }
     if !nix::unistd::geteuid().is_root() {
         return Err(error::usage(
             "db-branch must run as root: it mounts filesystems, owns branch data and manages \
@@ -58,7 +67,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::List => commands::list::list(h, &out),
         Command::Status(a) => commands::list::status(h, a, &out),
         Command::Env(a) => commands::env::run(h, a, &out),
-        Command::Completions { .. } => unreachable!("handled above"),
+        Command::Completions { .. } | Command::Doctor => unreachable!("handled above"),
     }
 }
 
@@ -68,6 +77,28 @@ pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "db-branch", &mut buf);
     buf
+}
+
+/// Man pages generated from the clap definition: `db-branch.1` and one per subcommand
+/// (`db-branch-create.1`, `db-branch-baseline-create.1`, …), as (file name, roff) pairs.
+pub fn man_pages() -> Vec<(String, Vec<u8>)> {
+    fn walk(cmd: &clap::Command, name: String, out: &mut Vec<(String, Vec<u8>)>) {
+        let cmd = cmd
+            .clone()
+            .name(name.clone())
+            .bin_name(name.replace('-', " "));
+        let mut buf = Vec::new();
+        clap_mangen::Man::new(cmd.clone())
+            .render(&mut buf)
+            .expect("rendering to memory cannot fail");
+        out.push((format!("{name}.1"), buf));
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            walk(sub, format!("{name}-{}", sub.get_name()), out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&Cli::command(), "db-branch".into(), &mut out);
+    out
 }
 
 fn print_completions(shell: clap_complete::Shell) -> Result<()> {

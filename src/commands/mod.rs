@@ -4,6 +4,7 @@
 pub mod baseline;
 pub mod create;
 pub mod delete;
+pub mod doctor;
 pub mod env;
 pub mod init;
 pub mod list;

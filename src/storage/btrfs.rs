@@ -7,6 +7,7 @@
 
 use super::{PoolInfo, Storage};
 use crate::branch::{BranchName, Generation};
+use crate::check::Check;
 use crate::error::usage;
 use crate::exec;
 use anyhow::{anyhow, Context, Result};
@@ -308,6 +309,55 @@ impl Storage for BtrfsStorage {
         }
         names.sort();
         Ok(names)
+    }
+
+    fn readiness(&self) -> Vec<Check> {
+        let mut checks = Vec::new();
+        let kernel = fs::read_to_string("/proc/filesystems").unwrap_or_default();
+        checks.push(if kernel.lines().any(|l| l.trim_end().ends_with("btrfs")) {
+            Check::ok("btrfs kernel support", "btrfs is in /proc/filesystems")
+        } else {
+            Check::fail(
+                "btrfs kernel support",
+                "btrfs is not in /proc/filesystems; load the module (`modprobe btrfs`)",
+            )
+        });
+        checks.push(match exec::run(Command::new("btrfs").arg("--version")) {
+            Ok(out) => Check::ok("btrfs-progs", String::from_utf8_lossy(&out.stdout).trim()),
+            Err(_) => Check::fail(
+                "btrfs-progs",
+                "`btrfs` not found; apt-get install btrfs-progs",
+            ),
+        });
+        let mounted = Self::is_btrfs(&self.pool)
+            && (self.image.is_none() || Self::is_mount_point(&self.pool));
+        checks.push(match (&self.image, mounted) {
+            (_, true) => match self.info() {
+                Ok(i) => Check::ok(
+                    "pool",
+                    format!(
+                        "{} ({} free of {})",
+                        self.pool.display(),
+                        crate::values::ByteSize(i.free_bytes),
+                        crate::values::ByteSize(i.total_bytes)
+                    ),
+                ),
+                Err(e) => Check::fail("pool", format!("{e:#}")),
+            },
+            (Some((image, _)), false) if image.exists() => Check::warn(
+                "pool",
+                format!(
+                    "{} is not mounted; the next command mounts it",
+                    image.display()
+                ),
+            ),
+            (Some(_), false) => Check::fail("pool", "no embedded pool yet; run `db-branch init`"),
+            (None, false) => Check::fail(
+                "pool",
+                format!("{} is not a btrfs filesystem", self.pool.display()),
+            ),
+        });
+        checks
     }
 }
 

@@ -8,6 +8,7 @@ pub mod btrfs;
 pub mod sim;
 
 use crate::branch::{BranchName, Generation};
+use crate::check::Check;
 use anyhow::Result;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -50,4 +51,6 @@ pub trait Storage: Send + Sync {
     fn branch_usage(&self, name: &BranchName) -> Result<Option<u64>>;
     /// Branch names that have storage, whatever the metadata says.
     fn branches(&self) -> Result<Vec<BranchName>>;
+    /// What this backend needs on the host (kernel support, tools, the pool), for `doctor`.
+    fn readiness(&self) -> Vec<Check>;
 }

@@ -136,4 +136,8 @@ impl Storage for SimStorage {
             .cloned()
             .collect())
     }
+
+    fn readiness(&self) -> Vec<crate::check::Check> {
+        vec![crate::check::Check::ok("storage", "sim")]
+    }
 }

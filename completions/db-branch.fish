@@ -1,0 +1,144 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_db_branch_global_optspecs
+    string join \n config= json y/yes q/quiet h/help V/version
+end
+
+function __fish_db_branch_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_db_branch_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_db_branch_using_subcommand
+    set -l cmd (__fish_db_branch_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c db-branch -n "__fish_db_branch_needs_command" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_needs_command" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_needs_command" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_needs_command" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_needs_command" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_needs_command" -s V -l version -d 'Print version'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "init" -d 'Prepare this host: the storage pool (embedded image or btrfs.path) and the unit template'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "baseline" -d 'Manage baselines: read-only generations that branches are cloned from'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "create" -d 'Create a branch (idempotent: an existing branch is started and reported)'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "reset" -d 'Throw away a branch\'s changes: SIGKILL, roll back to its clean snapshot, start'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "delete" -d 'Delete a branch and its data (asks first; --yes without a terminal)'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "start" -d 'Start a stopped branch\'s server'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "stop" -d 'Stop a branch\'s server gracefully; its data is kept'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "list" -d 'List branches with state, port, baseline, disk and memory use'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "status" -d 'Show one branch in detail'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "env" -d 'Print a branch\'s connection details'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "doctor" -d 'Check this host: root, tools, server, service manager, pool, memory, ports'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "completions" -d 'Print a shell completion script'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand init" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand init" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand init" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand init" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand init" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -f -a "create" -d 'Build a new baseline generation'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -f -a "list" -d 'List baseline generations'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -l from-datadir -d 'Copy a datadir that was shut down cleanly' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -l sql -d 'SQL file to run before the baseline is frozen (seed data, masking); repeatable' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -l empty -d 'Start from the server\'s own initialiser (an empty server)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from list" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from list" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from list" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from list" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "create" -d 'Build a new baseline generation'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "list" -d 'List baseline generations'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l baseline -d 'Baseline generation to clone [default: the newest]' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l buffer-pool -d 'InnoDB buffer pool for this branch [default: mysqld.buffer_pool]' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand create" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand create" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand create" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand start" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand start" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand start" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand start" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand start" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand stop" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand stop" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand stop" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand stop" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand stop" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand list" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand list" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand list" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand list" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand list" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand status" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand status" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand status" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand status" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand status" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand env" -l format -r -f -a "dotenv\t'KEY=value lines for `source` or a CI step\'s env file'
+json\t'A JSON object'
+url\t'Just the mysql:// URL'"
+complete -c db-branch -n "__fish_db_branch_using_subcommand env" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand env" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand env" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand env" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand env" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "init" -d 'Prepare this host: the storage pool (embedded image or btrfs.path) and the unit template'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "baseline" -d 'Manage baselines: read-only generations that branches are cloned from'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "create" -d 'Create a branch (idempotent: an existing branch is started and reported)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "reset" -d 'Throw away a branch\'s changes: SIGKILL, roll back to its clean snapshot, start'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "delete" -d 'Delete a branch and its data (asks first; --yes without a terminal)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "start" -d 'Start a stopped branch\'s server'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "stop" -d 'Stop a branch\'s server gracefully; its data is kept'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "list" -d 'List branches with state, port, baseline, disk and memory use'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "status" -d 'Show one branch in detail'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "env" -d 'Print a branch\'s connection details'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "doctor" -d 'Check this host: root, tools, server, service manager, pool, memory, ports'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "completions" -d 'Print a shell completion script'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from baseline" -f -a "create" -d 'Build a new baseline generation'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from baseline" -f -a "list" -d 'List baseline generations'
