@@ -39,6 +39,10 @@ pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
     t.load_style(comfy_table::presets::UTF8_BORDERS_ONLY)
         .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
         .set_header(header.to_vec());
+    if t.width().is_none() {
+        // Not a terminal: wrap at a width that reads well in logs and CI output.
+        t.set_width(100);
+    }
     for r in rows {
         t.add_row(r);
     }
