@@ -25,15 +25,26 @@ pub fn service() -> String {
 
 pub struct Env {
     pub root: PathBuf,
+    pub unit_prefix: String,
     pub config: PathBuf,
     pub first_port: u16,
     pub service: String,
 }
 
 impl Env {
-    /// A fresh root with `extra` appended to its config (TOML top-level keys first).
+    /// A fresh root for the service manager under test, with extra config: top-level keys
+    /// and whole tables.
     pub fn new(extra_top: &str, extra_tables: &str) -> Env {
-        let service = service();
+        Env::with_service(&service(), "3G", extra_top, extra_tables)
+    }
+
+    pub fn with_service(
+        service: &str,
+        image_size: &str,
+        extra_top: &str,
+        extra_tables: &str,
+    ) -> Env {
+        let service = service.to_string();
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let tag = &service[..1];
         let root = PathBuf::from(format!("/var/lib/dbbt/{tag}{}-{n}", std::process::id()));
@@ -50,13 +61,14 @@ impl Env {
         let text = format!(
             "root = \"{}\"\nservice_manager = \"{service}\"\nports = \"{first_port}-{}\"\n\
              lock_timeout = \"120s\"\n{extra_top}\n\
-             [btrfs]\nimage_size = \"3G\"\n[systemd]\n{unit_dir}unit_prefix = \"dbbt{tag}{n}\"\n{extra_tables}\n",
+             [btrfs]\nimage_size = \"{image_size}\"\n[systemd]\n{unit_dir}unit_prefix = \"dbbt{tag}{n}\"\n{extra_tables}\n",
             root.display(),
             first_port + 19,
         );
         std::fs::write(&config, text).unwrap();
         Env {
             root,
+            unit_prefix: format!("dbbt{tag}{n}"),
             config,
             first_port,
             service,
@@ -175,6 +187,9 @@ impl Drop for Env {
         }
         let _ = std::fs::remove_dir_all(&self.root);
         let _ = std::fs::remove_file(&self.config);
+        for dir in ["/etc/systemd/system", "/run/systemd/system"] {
+            let _ = std::fs::remove_file(format!("{dir}/{}@.service", self.unit_prefix));
+        }
     }
 }
 
