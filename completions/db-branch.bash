@@ -34,6 +34,12 @@ _db__branch() {
             db__branch,env)
                 cmd="db__branch__subcmd__env"
                 ;;
+            db__branch,extend)
+                cmd="db__branch__subcmd__extend"
+                ;;
+            db__branch,gc)
+                cmd="db__branch__subcmd__gc"
+                ;;
             db__branch,help)
                 cmd="db__branch__subcmd__help"
                 ;;
@@ -42,6 +48,9 @@ _db__branch() {
                 ;;
             db__branch,list)
                 cmd="db__branch__subcmd__list"
+                ;;
+            db__branch,protect)
+                cmd="db__branch__subcmd__protect"
                 ;;
             db__branch,reset)
                 cmd="db__branch__subcmd__reset"
@@ -54,6 +63,12 @@ _db__branch() {
                 ;;
             db__branch,stop)
                 cmd="db__branch__subcmd__stop"
+                ;;
+            db__branch,stop-idle)
+                cmd="db__branch__subcmd__stop__subcmd__idle"
+                ;;
+            db__branch,unprotect)
+                cmd="db__branch__subcmd__unprotect"
                 ;;
             db__branch__subcmd__baseline,create)
                 cmd="db__branch__subcmd__baseline__subcmd__create"
@@ -91,6 +106,12 @@ _db__branch() {
             db__branch__subcmd__help,env)
                 cmd="db__branch__subcmd__help__subcmd__env"
                 ;;
+            db__branch__subcmd__help,extend)
+                cmd="db__branch__subcmd__help__subcmd__extend"
+                ;;
+            db__branch__subcmd__help,gc)
+                cmd="db__branch__subcmd__help__subcmd__gc"
+                ;;
             db__branch__subcmd__help,help)
                 cmd="db__branch__subcmd__help__subcmd__help"
                 ;;
@@ -99,6 +120,9 @@ _db__branch() {
                 ;;
             db__branch__subcmd__help,list)
                 cmd="db__branch__subcmd__help__subcmd__list"
+                ;;
+            db__branch__subcmd__help,protect)
+                cmd="db__branch__subcmd__help__subcmd__protect"
                 ;;
             db__branch__subcmd__help,reset)
                 cmd="db__branch__subcmd__help__subcmd__reset"
@@ -111,6 +135,12 @@ _db__branch() {
                 ;;
             db__branch__subcmd__help,stop)
                 cmd="db__branch__subcmd__help__subcmd__stop"
+                ;;
+            db__branch__subcmd__help,stop-idle)
+                cmd="db__branch__subcmd__help__subcmd__stop__subcmd__idle"
+                ;;
+            db__branch__subcmd__help,unprotect)
+                cmd="db__branch__subcmd__help__subcmd__unprotect"
                 ;;
             db__branch__subcmd__help__subcmd__baseline,create)
                 cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__create"
@@ -125,7 +155,7 @@ _db__branch() {
 
     case "${cmd}" in
         db__branch)
-            opts="-y -q -h -V --config --json --yes --quiet --help --version init baseline create reset delete start stop list status env doctor completions help"
+            opts="-y -q -h -V --config --json --yes --quiet --help --version init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -279,7 +309,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__create)
-            opts="-y -q -h --baseline --buffer-pool --config --json --yes --quiet --help"
+            opts="-y -q -h --baseline --buffer-pool --ttl --expires-at --label --owner --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -290,6 +320,22 @@ _db__branch() {
                     return 0
                     ;;
                 --buffer-pool)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --expires-at)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --label)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --owner)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -305,7 +351,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__delete)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --force --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -362,8 +408,64 @@ _db__branch() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        db__subcmd__branch__subcmd__extend)
+            opts="-y -q -h --ttl --expires-at --config --json --yes --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --expires-at)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__gc)
+            opts="-y -q -h --dry-run --older-than --idle-for --label --config --json --yes --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --older-than)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --idle-for)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --label)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         db__subcmd__branch__subcmd__help)
-            opts="init baseline create reset delete start stop list status env doctor completions help"
+            opts="init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -488,6 +590,34 @@ _db__branch() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        db__subcmd__branch__subcmd__help__subcmd__extend)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__gc)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         db__subcmd__branch__subcmd__help__subcmd__help)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -517,6 +647,20 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__protect)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -586,8 +730,36 @@ _db__branch() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        db__subcmd__branch__subcmd__help__subcmd__stop__subcmd__idle)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__unprotect)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         db__subcmd__branch__subcmd__init)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --enable-timers --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -605,12 +777,38 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__list)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --label --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --label)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__protect)
+            opts="-y -q -h --for --config --json --yes --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --for)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -623,12 +821,16 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__reset)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --ttl --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -677,6 +879,46 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__stop)
+            opts="-y -q -h --config --json --yes --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__stop__subcmd__idle)
+            opts="-y -q -h --idle-for --dry-run --config --json --yes --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --idle-for)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__unprotect)
             opts="-y -q -h --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

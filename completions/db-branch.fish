@@ -30,7 +30,7 @@ complete -c db-branch -n "__fish_db_branch_needs_command" -s y -l yes -d 'Do not
 complete -c db-branch -n "__fish_db_branch_needs_command" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_needs_command" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_needs_command" -s V -l version -d 'Print version'
-complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "init" -d 'Prepare this host: the storage pool (embedded image or btrfs.path) and the unit template'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "init" -d 'Prepare this host: the storage pool (embedded image or btrfs.path) and the units'
 complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "baseline" -d 'Manage baselines: read-only generations that branches are cloned from'
 complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "create" -d 'Create a branch (idempotent: an existing branch is started and reported)'
 complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "reset" -d 'Throw away a branch\'s changes: SIGKILL, roll back to its clean snapshot, start'
@@ -41,9 +41,15 @@ complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "list" -d 'List 
 complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "status" -d 'Show one branch in detail'
 complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "env" -d 'Print a branch\'s connection details'
 complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "doctor" -d 'Check this host: root, tools, server, service manager, pool, memory, ports'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "stop-idle" -d 'Stop the servers of branches idle for a while; their data is kept'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "gc" -d 'Delete expired branches (and, with selectors, old or idle ones); never protected ones'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "extend" -d 'Set a branch\'s expiry anew'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "protect" -d 'Protect a branch from delete (without --force) and gc'
+complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "unprotect" -d 'Remove a branch\'s protection'
 complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand init" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand init" -l enable-timers -d 'Also enable and start the stop-idle and gc timers (systemd)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand init" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand init" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand init" -s q -l quiet -d 'Print only errors and requested data'
@@ -74,17 +80,23 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l baseline -d 'Baseline generation to clone [default: the newest]' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l buffer-pool -d 'InnoDB buffer pool for this branch [default: mysqld.buffer_pool]' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l ttl -d 'Expire this long from now (gc deletes expired branches), e.g. 7d' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l expires-at -d 'Expire at this time (UTC), e.g. 2026-12-24T18:00:00Z' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l label -d 'A label, e.g. pr=123 (repeatable)' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l owner -d 'Owner [default: the invoking user, the sudo caller under sudo]' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -l ttl -d 'Also set the expiry to this long from now (keeps the old one otherwise)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -l force -d 'Delete even a protected branch'
 complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -s q -l quiet -d 'Print only errors and requested data'
@@ -99,6 +111,7 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand stop" -l json -d 'Pr
 complete -c db-branch -n "__fish_db_branch_using_subcommand stop" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand stop" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand stop" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand list" -l label -d 'Only branches with this label (repeatable: all must match)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand list" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand list" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand list" -s y -l yes -d 'Do not ask for confirmation before destroying data'
@@ -122,23 +135,62 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -l json -d '
 complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand stop-idle" -l idle-for -d 'Idle threshold [default: lifecycle.stop_idle_after]' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand stop-idle" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand stop-idle" -l dry-run -d 'Say what would be stopped, stop nothing'
+complete -c db-branch -n "__fish_db_branch_using_subcommand stop-idle" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand stop-idle" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand stop-idle" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand stop-idle" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -l older-than -d 'Also delete branches created longer ago than this' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -l idle-for -d 'Also delete branches without client activity for this long' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -l label -d 'Only branches with this label (repeatable: all must match)' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -l dry-run -d 'Say what would be deleted, delete nothing'
+complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand extend" -l ttl -d 'Expire this long from now (gc deletes expired branches), e.g. 7d' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand extend" -l expires-at -d 'Expire at this time (UTC), e.g. 2026-12-24T18:00:00Z' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand extend" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand extend" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand extend" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand extend" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand extend" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand protect" -l for -d 'Protection lapses after this long [default: until unprotect]' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand protect" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand protect" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand protect" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand protect" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand protect" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand unprotect" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand unprotect" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand unprotect" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand unprotect" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand unprotect" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -s h -l help -d 'Print help'
-complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "init" -d 'Prepare this host: the storage pool (embedded image or btrfs.path) and the unit template'
-complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "baseline" -d 'Manage baselines: read-only generations that branches are cloned from'
-complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "create" -d 'Create a branch (idempotent: an existing branch is started and reported)'
-complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "reset" -d 'Throw away a branch\'s changes: SIGKILL, roll back to its clean snapshot, start'
-complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "delete" -d 'Delete a branch and its data (asks first; --yes without a terminal)'
-complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "start" -d 'Start a stopped branch\'s server'
-complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "stop" -d 'Stop a branch\'s server gracefully; its data is kept'
-complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "list" -d 'List branches with state, port, baseline, disk and memory use'
-complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "status" -d 'Show one branch in detail'
-complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "env" -d 'Print a branch\'s connection details'
-complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "doctor" -d 'Check this host: root, tools, server, service manager, pool, memory, ports'
-complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "completions" -d 'Print a shell completion script'
-complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "init" -d 'Prepare this host: the storage pool (embedded image or btrfs.path) and the units'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "baseline" -d 'Manage baselines: read-only generations that branches are cloned from'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "create" -d 'Create a branch (idempotent: an existing branch is started and reported)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "reset" -d 'Throw away a branch\'s changes: SIGKILL, roll back to its clean snapshot, start'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "delete" -d 'Delete a branch and its data (asks first; --yes without a terminal)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "start" -d 'Start a stopped branch\'s server'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "stop" -d 'Stop a branch\'s server gracefully; its data is kept'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "list" -d 'List branches with state, port, baseline, disk and memory use'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "status" -d 'Show one branch in detail'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "env" -d 'Print a branch\'s connection details'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "doctor" -d 'Check this host: root, tools, server, service manager, pool, memory, ports'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "stop-idle" -d 'Stop the servers of branches idle for a while; their data is kept'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "gc" -d 'Delete expired branches (and, with selectors, old or idle ones); never protected ones'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "extend" -d 'Set a branch\'s expiry anew'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "protect" -d 'Protect a branch from delete (without --force) and gc'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "unprotect" -d 'Remove a branch\'s protection'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "completions" -d 'Print a shell completion script'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from baseline" -f -a "create" -d 'Build a new baseline generation'
 complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from baseline" -f -a "list" -d 'List baseline generations'

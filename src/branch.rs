@@ -3,6 +3,7 @@
 use crate::values::ByteSize;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -126,11 +127,166 @@ pub struct BranchRecord {
     pub buffer_pool: ByteSize,
     pub created: DateTime<Utc>,
     pub phase: Phase,
+    /// Who made it: `create --owner`, else the invoking user (the sudo caller under sudo).
+    #[serde(default)]
+    pub owner: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// When `gc` may delete it (None: never expires).
+    #[serde(default)]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// `protect`: refuses `delete` without `--force`, and `gc` never takes it.
+    #[serde(default)]
+    pub protection: Option<Protection>,
+    #[serde(default)]
+    pub activity: Activity,
+    /// Stopped by `stop-idle` (rather than by `stop`).
+    #[serde(default)]
+    pub stopped_idle: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Protection {
+    /// None: until `unprotect`.
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl BranchRecord {
+    pub fn new(
+        name: BranchName,
+        baseline: Generation,
+        buffer_pool: ByteSize,
+        now: DateTime<Utc>,
+    ) -> Self {
+        BranchRecord {
+            name,
+            port: 0,
+            baseline,
+            buffer_pool,
+            created: now,
+            phase: Phase::Creating,
+            owner: String::new(),
+            labels: BTreeMap::new(),
+            expires_at: None,
+            protection: None,
+            activity: Activity::started(now),
+            stopped_idle: false,
+        }
+    }
+
+    pub fn is_protected(&self, now: DateTime<Utc>) -> bool {
+        self.protection
+            .as_ref()
+            .is_some_and(|p| p.until.is_none_or(|u| u > now))
+    }
+
+    pub fn is_expired(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at.is_some_and(|e| e <= now)
+    }
+
+    pub fn has_labels(&self, wanted: &[Label]) -> bool {
+        wanted
+            .iter()
+            .all(|l| self.labels.get(&l.key) == Some(&l.value))
+    }
+}
+
+/// What db-branch last saw of a server's use. Counters come from the server itself
+/// (client statements, busy connections), never from its logs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Activity {
+    /// Last time a client was seen using the server (or db-branch started it).
+    pub last: DateTime<Utc>,
+    /// Client statement counter at the last sample; None after a (re)start.
+    pub counter: Option<u64>,
+    /// Server uptime at the last sample: a smaller uptime means it restarted since.
+    pub uptime_secs: Option<u64>,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Activity::started(DateTime::<Utc>::UNIX_EPOCH)
+    }
+}
+
+/// One reading of a running server's own counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActivitySample {
+    /// Statements sent by clients, excluding db-branch's own probes.
+    pub counter: u64,
+    pub uptime_secs: u64,
+    /// Client connections executing something right now (not sleeping), other than ours.
+    pub busy_clients: u64,
+}
+
+impl Activity {
+    pub fn started(now: DateTime<Utc>) -> Self {
+        Activity {
+            last: now,
+            counter: None,
+            uptime_secs: None,
+        }
+    }
+
+    /// Folds a new sample in: activity moves `last` to `now`.
+    pub fn observe(&self, sample: ActivitySample, now: DateTime<Utc>) -> Activity {
+        let restarted = match (self.counter, self.uptime_secs) {
+            (Some(_), Some(up)) => sample.uptime_secs < up,
+            _ => true,
+        };
+        // After a restart the counter starts from zero (our readiness probe is not counted).
+        let previous = if restarted {
+            0
+        } else {
+            self.counter.unwrap_or(0)
+        };
+        let active = sample.busy_clients > 0 || sample.counter > previous;
+        Activity {
+            last: if active { now } else { self.last },
+            counter: Some(sample.counter),
+            uptime_secs: Some(sample.uptime_secs),
+        }
+    }
+}
+
+/// `key=value` for `--label`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Label {
+    pub key: String,
+    pub value: String,
+}
+
+impl FromStr for Label {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (k, v) = s
+            .split_once('=')
+            .ok_or_else(|| format!("label {s:?} is not key=value (e.g. pr=123)"))?;
+        let key_ok = !k.is_empty()
+            && k.len() <= 63
+            && k.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c));
+        if !key_ok {
+            return Err(format!(
+                "label key {k:?} must be 1-63 lowercase letters, digits, '-', '_' or '.'"
+            ));
+        }
+        if v.len() > 255 || v.chars().any(|c| c.is_control()) {
+            return Err(format!(
+                "label value {v:?} must be at most 255 printable characters"
+            ));
+        }
+        Ok(Label {
+            key: k.into(),
+            value: v.into(),
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::values::ByteSize;
 
     #[test]
     fn good_names() {
@@ -171,6 +327,62 @@ mod tests {
             let e = n.parse::<BranchName>().unwrap_err();
             assert!(!e.is_empty(), "{n}");
         }
+    }
+
+    #[test]
+    fn labels() {
+        let l: Label = "pr=123".parse().unwrap();
+        assert_eq!((l.key.as_str(), l.value.as_str()), ("pr", "123"));
+        assert_eq!("repo=".parse::<Label>().unwrap().value, "");
+        for bad in ["pr", "=1", "PR=1", "a b=1", "k=new\nline"] {
+            assert!(bad.parse::<Label>().is_err(), "{bad}");
+        }
+    }
+
+    fn sample(counter: u64, uptime_secs: u64, busy_clients: u64) -> ActivitySample {
+        ActivitySample {
+            counter,
+            uptime_secs,
+            busy_clients,
+        }
+    }
+
+    #[test]
+    fn activity_from_counters() {
+        let t0 = DateTime::<Utc>::UNIX_EPOCH;
+        let t1 = t0 + chrono::Duration::hours(1);
+        let t2 = t0 + chrono::Duration::hours(2);
+        let fresh = Activity::started(t0);
+        // First sample after our own start: nothing from clients yet.
+        let a = fresh.observe(sample(0, 60, 0), t1);
+        assert_eq!(a.last, t0);
+        // Client statements since: active.
+        let b = a.observe(sample(5, 120, 0), t2);
+        assert_eq!(b.last, t2);
+        // No change: idle since t2.
+        let c = b.observe(sample(5, 180, 0), t2 + chrono::Duration::hours(1));
+        assert_eq!(c.last, t2);
+        // A sleeping pool connection is not activity; a running query is.
+        let d = c.observe(sample(5, 240, 1), t2 + chrono::Duration::hours(2));
+        assert_eq!(d.last, t2 + chrono::Duration::hours(2));
+        // Restarted (uptime went down) and clients did something: active.
+        let e = d.observe(sample(3, 10, 0), t2 + chrono::Duration::hours(3));
+        assert_eq!(e.last, t2 + chrono::Duration::hours(3));
+    }
+
+    #[test]
+    fn protection_and_expiry() {
+        let now = DateTime::<Utc>::UNIX_EPOCH + chrono::Duration::days(1000);
+        let mut r = BranchRecord::new("a".parse().unwrap(), Generation(1), ByteSize::mib(128), now);
+        assert!(!r.is_protected(now) && !r.is_expired(now));
+        r.protection = Some(Protection { until: None });
+        assert!(r.is_protected(now));
+        r.protection = Some(Protection {
+            until: Some(now - chrono::Duration::hours(1)),
+        });
+        assert!(!r.is_protected(now), "protection expires");
+        r.expires_at = Some(now);
+        assert!(r.is_expired(now));
     }
 
     #[test]

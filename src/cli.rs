@@ -1,8 +1,8 @@
 //! Command-line definition (clap types only). Values are parsed into validated types here,
 //! so a bad name or size is refused before anything happens.
 
-use crate::branch::{BranchName, Generation};
-use crate::values::ByteSize;
+use crate::branch::{BranchName, Generation, Label};
+use crate::values::{ByteSize, Duration, Timestamp};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -35,29 +35,39 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Prepare this host: the storage pool (embedded image or btrfs.path) and the unit template
-    Init,
+    /// Prepare this host: the storage pool (embedded image or btrfs.path) and the units
+    Init(InitArgs),
     /// Manage baselines: read-only generations that branches are cloned from
     #[command(subcommand)]
     Baseline(BaselineCommand),
     /// Create a branch (idempotent: an existing branch is started and reported)
     Create(CreateArgs),
     /// Throw away a branch's changes: SIGKILL, roll back to its clean snapshot, start
-    Reset(NameArg),
+    Reset(ResetArgs),
     /// Delete a branch and its data (asks first; --yes without a terminal)
-    Delete(NameArg),
+    Delete(DeleteArgs),
     /// Start a stopped branch's server
     Start(NameArg),
     /// Stop a branch's server gracefully; its data is kept
     Stop(NameArg),
     /// List branches with state, port, baseline, disk and memory use
-    List,
+    List(ListArgs),
     /// Show one branch in detail
     Status(NameArg),
     /// Print a branch's connection details
     Env(EnvArgs),
     /// Check this host: root, tools, server, service manager, pool, memory, ports
     Doctor,
+    /// Stop the servers of branches idle for a while; their data is kept
+    StopIdle(StopIdleArgs),
+    /// Delete expired branches (and, with selectors, old or idle ones); never protected ones
+    Gc(GcArgs),
+    /// Set a branch's expiry anew
+    Extend(ExtendArgs),
+    /// Protect a branch from delete (without --force) and gc
+    Protect(ProtectArgs),
+    /// Remove a branch's protection
+    Unprotect(NameArg),
     /// Print a shell completion script
     Completions {
         /// bash, zsh, fish, elvish or powershell
@@ -87,6 +97,24 @@ pub struct BaselineCreateArgs {
     pub sql: Vec<PathBuf>,
 }
 
+#[derive(Debug, Args, Default)]
+pub struct InitArgs {
+    /// Also enable and start the stop-idle and gc timers (systemd)
+    #[arg(long)]
+    pub enable_timers: bool,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+#[group(multiple = false)]
+pub struct Expiry {
+    /// Expire this long from now (gc deletes expired branches), e.g. 7d
+    #[arg(long, value_name = "DURATION")]
+    pub ttl: Option<Duration>,
+    /// Expire at this time (UTC), e.g. 2026-12-24T18:00:00Z
+    #[arg(long, value_name = "TIME")]
+    pub expires_at: Option<Timestamp>,
+}
+
 #[derive(Debug, Args)]
 pub struct CreateArgs {
     /// Branch name: lowercase letters, digits, '-', '_', '.'
@@ -97,6 +125,96 @@ pub struct CreateArgs {
     /// InnoDB buffer pool for this branch [default: mysqld.buffer_pool]
     #[arg(long, value_name = "SIZE")]
     pub buffer_pool: Option<ByteSize>,
+    #[command(flatten)]
+    pub expiry: Expiry,
+    /// A label, e.g. pr=123 (repeatable)
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<Label>,
+    /// Owner [default: the invoking user, the sudo caller under sudo]
+    #[arg(long, value_name = "NAME")]
+    pub owner: Option<String>,
+}
+
+impl CreateArgs {
+    pub fn named(name: BranchName) -> Self {
+        CreateArgs {
+            name,
+            baseline: None,
+            buffer_pool: None,
+            expiry: Expiry::default(),
+            labels: Vec::new(),
+            owner: None,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ResetArgs {
+    /// Branch name
+    pub name: BranchName,
+    /// Also set the expiry to this long from now (keeps the old one otherwise)
+    #[arg(long, value_name = "DURATION")]
+    pub ttl: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// Branch name
+    pub name: BranchName,
+    /// Delete even a protected branch
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct ListArgs {
+    /// Only branches with this label (repeatable: all must match)
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<Label>,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct StopIdleArgs {
+    /// Idle threshold [default: lifecycle.stop_idle_after]
+    #[arg(long, value_name = "DURATION")]
+    pub idle_for: Option<Duration>,
+    /// Say what would be stopped, stop nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct GcArgs {
+    /// Say what would be deleted, delete nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also delete branches created longer ago than this
+    #[arg(long, value_name = "DURATION")]
+    pub older_than: Option<Duration>,
+    /// Also delete branches without client activity for this long
+    #[arg(long, value_name = "DURATION")]
+    pub idle_for: Option<Duration>,
+    /// Only branches with this label (repeatable: all must match)
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<Label>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("when").required(true).args(["ttl", "expires_at"])))]
+pub struct ExtendArgs {
+    /// Branch name
+    pub name: BranchName,
+    #[command(flatten)]
+    pub expiry: Expiry,
+}
+
+#[derive(Debug, Args)]
+pub struct ProtectArgs {
+    /// Branch name
+    pub name: BranchName,
+    /// Protection lapses after this long [default: until unprotect]
+    #[arg(long = "for", value_name = "DURATION")]
+    pub duration: Option<Duration>,
 }
 
 #[derive(Debug, Args)]

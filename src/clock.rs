@@ -15,6 +15,22 @@ impl Clock for SystemClock {
     }
 }
 
+/// `DB_BRANCH_FAKE_NOW` (RFC 3339): run as if it were that moment. A testing hook for the
+/// time-based commands (`stop-idle`, `gc`, expiry, protection) against real servers.
+pub const FAKE_NOW_ENV: &str = "DB_BRANCH_FAKE_NOW";
+
+pub fn from_env() -> anyhow::Result<Box<dyn Clock>> {
+    match std::env::var(FAKE_NOW_ENV) {
+        Ok(s) if !s.is_empty() => {
+            let t = DateTime::parse_from_rfc3339(&s).map_err(|e| {
+                crate::error::usage(format!("{FAKE_NOW_ENV}={s:?} is not an RFC 3339 time: {e}"))
+            })?;
+            Ok(Box::new(SimClock(Mutex::new(t.with_timezone(&Utc)))))
+        }
+        _ => Ok(Box::new(SystemClock)),
+    }
+}
+
 pub struct SimClock(pub Mutex<DateTime<Utc>>);
 
 impl Clock for SimClock {

@@ -43,6 +43,25 @@ pub struct Config {
     pub memory: MemoryConfig,
     pub systemd: SystemdConfig,
     pub client: ClientConfig,
+    pub lifecycle: LifecycleConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LifecycleConfig {
+    /// `stop-idle` stops servers without client activity for this long.
+    pub stop_idle_after: Duration,
+    /// Expiry given to new branches without `--ttl`/`--expires-at`; "0s" = never expire.
+    pub default_ttl: Duration,
+}
+
+impl Default for LifecycleConfig {
+    fn default() -> Self {
+        LifecycleConfig {
+            stop_idle_after: Duration(std::time::Duration::from_secs(3600)),
+            default_ttl: Duration(std::time::Duration::ZERO),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -111,6 +130,7 @@ impl Default for Config {
             memory: MemoryConfig::default(),
             systemd: SystemdConfig::default(),
             client: ClientConfig::default(),
+            lifecycle: LifecycleConfig::default(),
             lock_timeout: Duration(std::time::Duration::from_secs(120)),
         }
     }

@@ -1,7 +1,7 @@
 //! The bundle of trait objects a command runs against: real ones built from the config, or
 //! in-memory ones for unit tests.
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use crate::config::{Backend, Config, ServiceManagerKind};
 use crate::layout::Layout;
 use crate::memory::{MemoryProbe, SysinfoMemory};
@@ -26,7 +26,9 @@ pub struct Host {
 }
 
 impl Host {
-    pub fn real(config: Config) -> Host {
+    /// `config_path`: the config file when it is not the default one (the timers' services
+    /// must read the same file).
+    pub fn real(config: Config, config_path: Option<&std::path::Path>) -> anyhow::Result<Host> {
         let layout = Layout::new(&config.root);
         let storage: Arc<dyn Storage> = match config.backend {
             Backend::Btrfs if config.embedded_pool() => Arc::new(BtrfsStorage::embedded(
@@ -42,10 +44,19 @@ impl Host {
             ServiceManagerKind::Auto => systemd::is_running(),
         };
         let services: Arc<dyn ServiceManager> = if use_systemd {
+            let bin = std::env::current_exe()
+                .unwrap_or_else(|_| std::path::PathBuf::from("/usr/bin/db-branch"));
             Arc::new(systemd::Systemd::new(
                 config.systemd.unit_dir.clone(),
                 config.systemd.unit_prefix.clone(),
-                systemd::render_unit(&config.root, &config.mysqld.binary, &config.mysqld.user),
+                systemd::render_units(&systemd::UnitParams {
+                    root: &config.root,
+                    mysqld: &config.mysqld.binary,
+                    user: &config.mysqld.user,
+                    prefix: &config.systemd.unit_prefix,
+                    bin: &bin,
+                    config: config_path,
+                }),
             ))
         } else {
             Arc::new(ProcessSupervisor::new(Duration::from_secs(600)))
@@ -56,16 +67,16 @@ impl Host {
             config.client.user.clone(),
             config.client.password.clone(),
         ));
-        Host {
+        Ok(Host {
             layout,
             storage,
             services,
             server,
             memory: Arc::new(SysinfoMemory),
             ports: Arc::new(BindProbe),
-            clock: Arc::new(SystemClock),
+            clock: Arc::from(crate::clock::from_env()?),
             assume_yes: false,
             config,
-        }
+        })
     }
 }

@@ -38,13 +38,16 @@ pub fn run(cli: Cli) -> Result<()> {
     let env = std::env::var(config::CONFIG_ENV).ok();
     let (path, must_exist) = config::locate(cli.config.as_deref(), env.as_deref());
     let config = config::load(&path, must_exist)?;
+    // The timers' services must read the same config file as this invocation.
+    let explicit = (path != std::path::Path::new(config::DEFAULT_CONFIG_PATH))
+        .then(|| std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone()));
     if let Command::Doctor = &cli.command {
         let note = if path.exists() {
             format!("{} (valid)", path.display())
         } else {
             format!("{} missing: every key takes its default", path.display())
         };
-        return commands::doctor::run(&host::Host::real(config), &note, &out);
+        return commands::doctor::run(&host::Host::real(config, explicit.as_deref())?, &note, &out);
     }
     if !nix::unistd::geteuid().is_root() {
         return Err(error::usage(
@@ -52,11 +55,11 @@ pub fn run(cli: Cli) -> Result<()> {
              services. Run it with sudo.",
         ));
     }
-    let mut host = host::Host::real(config);
+    let mut host = host::Host::real(config, explicit.as_deref())?;
     host.assume_yes = cli.yes;
     let h = &host;
     match &cli.command {
-        Command::Init => commands::init::run(h, &out),
+        Command::Init(a) => commands::init::run(h, a, &out),
         Command::Baseline(BaselineCommand::Create(a)) => commands::baseline::create(h, a, &out),
         Command::Baseline(BaselineCommand::List) => commands::baseline::list(h, &out),
         Command::Create(a) => commands::create::run(h, a, &out),
@@ -64,7 +67,12 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Delete(a) => commands::delete::run(h, a, &out),
         Command::Start(a) => commands::power::start(h, a, &out),
         Command::Stop(a) => commands::power::stop(h, a, &out),
-        Command::List => commands::list::list(h, &out),
+        Command::List(a) => commands::list::list(h, a, &out),
+        Command::StopIdle(a) => commands::stop_idle::run(h, a, &out),
+        Command::Gc(a) => commands::gc::run(h, a, &out),
+        Command::Extend(a) => commands::expiry::extend(h, a, &out),
+        Command::Protect(a) => commands::expiry::protect(h, a, &out),
+        Command::Unprotect(a) => commands::expiry::unprotect(h, a, &out),
         Command::Status(a) => commands::list::status(h, a, &out),
         Command::Env(a) => commands::env::run(h, a, &out),
         Command::Completions { .. } | Command::Doctor => unreachable!("handled above"),

@@ -194,12 +194,14 @@ mod tests {
 
     fn record(name: &str) -> BranchRecord {
         BranchRecord {
-            name: name.parse().unwrap(),
             port: 3400,
-            baseline: Generation(1),
-            buffer_pool: ByteSize::mib(128),
-            created: chrono::Utc::now(),
             phase: Phase::Ready,
+            ..BranchRecord::new(
+                name.parse().unwrap(),
+                Generation(1),
+                ByteSize::mib(128),
+                chrono::Utc::now(),
+            )
         }
     }
 

@@ -153,6 +153,30 @@ impl Serialize for Duration {
     }
 }
 
+/// A moment written as RFC 3339 (`2026-12-01T18:00:00Z`) or `2026-12-01 18:00:00` (UTC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timestamp(pub chrono::DateTime<chrono::Utc>);
+
+impl FromStr for Timestamp {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        humantime::parse_rfc3339_weak(s.trim())
+            .map(|t| Timestamp(t.into()))
+            .map_err(|e| {
+                format!("`{s}` is not a time ({e}); write it like 2026-12-01T18:00:00Z or \"2026-12-01 18:00:00\" (UTC)")
+            })
+    }
+}
+
+impl Duration {
+    pub fn chrono(self) -> chrono::Duration {
+        chrono::Duration::from_std(self.0).unwrap_or(chrono::Duration::MAX)
+    }
+    pub fn is_zero(self) -> bool {
+        self.0.is_zero()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,6 +208,14 @@ mod tests {
         for s in ["3400", "4000-3000", "80-90", "a-b", "3400-70000", ""] {
             assert!(s.parse::<PortRange>().is_err(), "{s}");
         }
+    }
+
+    #[test]
+    fn timestamps() {
+        let t: Timestamp = "2026-12-01T18:00:00Z".parse().unwrap();
+        assert_eq!(t.0.to_rfc3339(), "2026-12-01T18:00:00+00:00");
+        assert!("2026-12-01 18:00:00".parse::<Timestamp>().is_ok());
+        assert!("tomorrow".parse::<Timestamp>().is_err());
     }
 
     #[test]

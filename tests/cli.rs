@@ -61,23 +61,21 @@ fn bad_sizes_and_generations_are_usage_errors() {
 
 #[test]
 fn help_fits_80_columns() {
-    let mut cmds: Vec<Vec<&str>> = vec![vec!["--help"]];
-    for sub in [
-        "init",
-        "create",
-        "reset",
-        "delete",
-        "start",
-        "stop",
-        "list",
-        "status",
-        "env",
-        "completions",
-    ] {
-        cmds.push(vec![sub, "--help"]);
+    use clap::CommandFactory;
+    fn paths(cmd: &clap::Command, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+        out.push(prefix.clone());
+        for sub in cmd.get_subcommands() {
+            let mut p = prefix.clone();
+            p.push(sub.get_name().to_string());
+            paths(sub, p, out);
+        }
     }
-    cmds.push(vec!["baseline", "create", "--help"]);
-    for args in cmds {
+    let mut all = Vec::new();
+    paths(&db_branch::cli::Cli::command(), Vec::new(), &mut all);
+    assert!(all.len() > 15, "{all:?}");
+    for path in all {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
         let o = run(&args, None);
         assert!(o.status.success(), "{args:?}");
         for line in String::from_utf8_lossy(&o.stdout).lines() {

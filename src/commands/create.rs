@@ -2,7 +2,9 @@
 //! existing branch is started if needed and reported with the same port.
 
 use super::view::BranchView;
-use super::{admit, admit_locked, branch_lock, host_lock, launch, start_and_wait};
+use super::{
+    admit, admit_locked, branch_lock, expiry, host_lock, invoking_user, launch, start_and_wait,
+};
 use crate::branch::{BranchRecord, Generation, Phase};
 use crate::cli::CreateArgs;
 use crate::error::usage;
@@ -65,14 +67,20 @@ pub fn create(host: &Host, args: &CreateArgs, out: &Output) -> Result<CreateRepo
         None => {}
     }
     let baseline = resolve_generation(host, args.baseline)?;
-    let mut record = BranchRecord {
-        name: name.clone(),
-        port: 0,
+    let now = host.clock.now();
+    let mut record = BranchRecord::new(
+        name.clone(),
         baseline,
-        buffer_pool: args.buffer_pool.unwrap_or(host.config.mysqld.buffer_pool),
-        created: host.clock.now(),
-        phase: Phase::Creating,
-    };
+        args.buffer_pool.unwrap_or(host.config.mysqld.buffer_pool),
+        now,
+    );
+    record.owner = args.owner.clone().unwrap_or_else(invoking_user);
+    record.labels = args
+        .labels
+        .iter()
+        .map(|l| (l.key.clone(), l.value.clone()))
+        .collect();
+    record.expires_at = expiry(now, &args.expiry, Some(host.config.lifecycle.default_ttl));
 
     let mut undo = Undo::new();
     match apply(host, &mut record, &mut undo) {
@@ -133,7 +141,11 @@ fn apply<'a>(host: &'a Host, record: &mut BranchRecord, undo: &mut Undo<'a>) -> 
     Ok(())
 }
 
-fn existing_branch(host: &Host, args: &CreateArgs, record: BranchRecord) -> Result<CreateReport> {
+fn existing_branch(
+    host: &Host,
+    args: &CreateArgs,
+    mut record: BranchRecord,
+) -> Result<CreateReport> {
     let name = &record.name;
     if let Some(gen) = args.baseline.filter(|g| *g != record.baseline) {
         return Err(usage(format!(
@@ -149,9 +161,26 @@ fn existing_branch(host: &Host, args: &CreateArgs, record: BranchRecord) -> Resu
             record.buffer_pool
         )));
     }
-    if !host.services.state(&launch(host, name))?.is_up() {
+    // A re-run from CI on a new push renews the expiry it asks for; labels asked for are
+    // added. Nothing else about an existing branch changes.
+    let asked = expiry(host.clock.now(), &args.expiry, None);
+    let mut changed = false;
+    if asked.is_some() && asked != record.expires_at {
+        record.expires_at = asked;
+        changed = true;
+    }
+    for l in &args.labels {
+        if record.labels.get(&l.key) != Some(&l.value) {
+            record.labels.insert(l.key.clone(), l.value.clone());
+            changed = true;
+        }
+    }
+    if changed {
+        state::save_record(&host.layout, &record)?;
+    }
+    if !host.services.state(&launch(host, &record.name))?.is_up() {
         let _reservation = admit(host, &record, 0)?;
-        start_and_wait(host, &record)?;
+        start_and_wait(host, &mut record)?;
     }
     Ok(CreateReport {
         existed: true,
@@ -194,11 +223,7 @@ mod tests {
     use crate::service::ServiceState;
 
     fn args(n: &str) -> CreateArgs {
-        CreateArgs {
-            name: name(n),
-            baseline: None,
-            buffer_pool: None,
-        }
+        CreateArgs::named(name(n))
     }
 
     #[test]
@@ -319,6 +344,44 @@ mod tests {
         sim.storage.with_state(|s| s.generations.clear());
         let e = create(&sim.host, &args("a"), &OUT).unwrap_err();
         assert!(e.to_string().contains("baseline create --empty"));
+    }
+
+    #[test]
+    fn labels_owner_and_expiry_are_recorded_and_renewed_by_a_rerun() {
+        let sim = sim_host();
+        let mut a = args("a");
+        a.labels = vec!["pr=7".parse().unwrap()];
+        a.owner = Some("ci".into());
+        a.expiry.ttl = Some("1d".parse().unwrap());
+        let r = create(&sim.host, &a, &OUT).unwrap();
+        let now = sim.host.clock.now();
+        assert_eq!(r.branch.owner, "ci");
+        assert_eq!(r.branch.labels["pr"], "7");
+        assert_eq!(r.branch.expires_at, Some(now + chrono::Duration::days(1)));
+        a.expiry.ttl = Some("7d".parse().unwrap());
+        let again = create(&sim.host, &a, &OUT).unwrap();
+        assert!(again.existed);
+        assert_eq!(
+            again.branch.expires_at,
+            Some(now + chrono::Duration::days(7))
+        );
+        // Without --ttl a re-run keeps the expiry.
+        let again = create(&sim.host, &args("a"), &OUT).unwrap();
+        assert_eq!(
+            again.branch.expires_at,
+            Some(now + chrono::Duration::days(7))
+        );
+    }
+
+    #[test]
+    fn default_ttl_applies_to_new_branches() {
+        let mut sim = sim_host();
+        sim.host.config.lifecycle.default_ttl = "2h".parse().unwrap();
+        let r = create(&sim.host, &args("a"), &OUT).unwrap();
+        assert_eq!(
+            r.branch.expires_at,
+            Some(sim.host.clock.now() + chrono::Duration::hours(2))
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use super::{branch_lock, launch};
 use crate::branch::BranchName;
-use crate::cli::NameArg;
+use crate::cli::DeleteArgs;
 use crate::error::usage;
 use crate::host::Host;
 use crate::output::{Human, Output};
@@ -26,10 +26,10 @@ impl Human for DeleteReport {
     }
 }
 
-pub fn run(host: &Host, args: &NameArg, out: &Output) -> Result<()> {
+pub fn run(host: &Host, args: &DeleteArgs, out: &Output) -> Result<()> {
     let name = &args.name;
     confirm(host, name)?;
-    let deleted = delete(host, name)?;
+    let deleted = delete(host, name, args.force)?;
     if deleted {
         out.note(format!("deleted branch {name}"));
     } else {
@@ -61,10 +61,26 @@ fn confirm(host: &Host, name: &BranchName) -> Result<()> {
     Ok(())
 }
 
-pub fn delete(host: &Host, name: &BranchName) -> Result<bool> {
+/// Deletes a branch; a protected one only with `force`. Returns whether there was one.
+pub fn delete(host: &Host, name: &BranchName, force: bool) -> Result<bool> {
     host.storage.prepare(false)?;
     let _lock = branch_lock(host, name)?;
-    let exists = state::load_record(&host.layout, name)?.is_some()
+    let record = state::load_record(&host.layout, name)?;
+    if let Some(r) = record.as_ref().filter(|r| r.is_protected(host.clock.now())) {
+        if !force {
+            let until = r
+                .protection
+                .as_ref()
+                .and_then(|p| p.until)
+                .map_or("until unprotected".to_string(), |u| {
+                    format!("until {}", u.to_rfc3339())
+                });
+            return Err(usage(format!(
+                "branch {name} is protected ({until}); run `db-branch unprotect {name}` first, or pass --force"
+            )));
+        }
+    }
+    let exists = record.is_some()
         || host.layout.branch_dir(name).exists()
         || host.storage.branch_exists(name)?;
     if !exists {
@@ -100,17 +116,29 @@ mod tests {
     #[test]
     fn delete_removes_everything_and_is_idempotent() {
         let sim = sim_host();
-        let args = CreateArgs {
-            name: name("a"),
-            baseline: None,
-            buffer_pool: None,
-        };
-        create(&sim.host, &args, &OUT).unwrap();
-        assert!(delete(&sim.host, &name("a")).unwrap());
+        create(&sim.host, &CreateArgs::named(name("a")), &OUT).unwrap();
+        assert!(delete(&sim.host, &name("a"), false).unwrap());
         assert!(sim.storage.with_state(|s| s.branches.is_empty()));
         assert!(sim.services.with_state(|s| s.units.is_empty()));
         assert!(!sim.host.layout.branch_dir(&name("a")).exists());
-        assert!(!delete(&sim.host, &name("a")).unwrap());
+        assert!(!delete(&sim.host, &name("a"), false).unwrap());
+    }
+
+    #[test]
+    fn protected_branch_needs_force() {
+        let sim = sim_host();
+        create(&sim.host, &CreateArgs::named(name("a")), &OUT).unwrap();
+        let mut r = state::load_record(&sim.host.layout, &name("a"))
+            .unwrap()
+            .unwrap();
+        r.protection = Some(crate::branch::Protection { until: None });
+        state::save_record(&sim.host.layout, &r).unwrap();
+        let e = delete(&sim.host, &name("a"), false).unwrap_err();
+        assert!(e.to_string().contains("unprotect a"), "{e}");
+        assert!(sim
+            .storage
+            .with_state(|s| s.branches.contains_key(&name("a"))));
+        assert!(delete(&sim.host, &name("a"), true).unwrap());
     }
 
     #[test]

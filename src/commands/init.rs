@@ -1,6 +1,7 @@
 //! `init`: make this host ready. Creates `root`, the embedded pool (a sparse btrfs image,
 //! loop-mounted) or checks `btrfs.path`, and installs the unit template. Idempotent.
 
+use crate::cli::InitArgs;
 use crate::host::Host;
 use crate::output::{bytes, Human, Output};
 use crate::storage::PoolInfo;
@@ -11,6 +12,8 @@ use std::path::PathBuf;
 #[derive(Debug, Serialize)]
 pub struct InitReport {
     pub root: PathBuf,
+    /// Timers enabled by `--enable-timers`.
+    pub timers: Vec<String>,
     pub pool: PoolInfo,
     pub service_manager: String,
     pub server_version: String,
@@ -31,7 +34,7 @@ impl Human for InitReport {
     }
 }
 
-pub fn run(host: &Host, out: &Output) -> Result<()> {
+pub fn run(host: &Host, args: &InitArgs, out: &Output) -> Result<()> {
     let root = host.layout.root();
     std::fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
     for dir in [host.layout.branches_dir(), host.layout.locks_dir()] {
@@ -41,10 +44,16 @@ pub fn run(host: &Host, out: &Output) -> Result<()> {
     host.storage.prepare(true)?;
     host.services
         .install()
-        .with_context(|| format!("installing the {} unit template", host.services.kind()))?;
+        .with_context(|| format!("installing the {} units", host.services.kind()))?;
+    let timers = if args.enable_timers {
+        host.services.enable_timers()?
+    } else {
+        Vec::new()
+    };
     out.note("this host is ready; next: `db-branch baseline create --empty`");
     out.emit(&InitReport {
         root: root.to_path_buf(),
+        timers,
         pool: host.storage.info()?,
         service_manager: host.services.kind().into(),
         server_version,

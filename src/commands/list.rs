@@ -2,7 +2,7 @@
 
 use super::view::{BranchView, LIST_HEADER};
 use super::{launch, require_record};
-use crate::cli::NameArg;
+use crate::cli::{ListArgs, NameArg};
 use crate::host::Host;
 use crate::output::{table, Human, Output};
 use crate::state;
@@ -23,10 +23,11 @@ impl Human for BranchList {
     }
 }
 
-pub fn list(host: &Host, out: &Output) -> Result<()> {
+pub fn list(host: &Host, args: &ListArgs, out: &Output) -> Result<()> {
     host.storage.prepare(false)?;
     let views = state::list_records(&host.layout)?
         .iter()
+        .filter(|r| r.has_labels(&args.labels))
         .map(|r| BranchView::of(host, r))
         .collect();
     out.emit(&BranchList(views))

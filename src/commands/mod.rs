@@ -6,10 +6,13 @@ pub mod create;
 pub mod delete;
 pub mod doctor;
 pub mod env;
+pub mod expiry;
+pub mod gc;
 pub mod init;
 pub mod list;
 pub mod power;
 pub mod reset;
+pub mod stop_idle;
 pub mod view;
 
 use crate::branch::{BranchName, BranchRecord};
@@ -109,8 +112,9 @@ pub fn admit_locked(host: &Host, record: &BranchRecord, freed: u64) -> Result<st
     state::reserve(&host.layout, &record.name, record.buffer_pool.bytes())
 }
 
-/// Starts the server and waits until it answers. The caller has admitted it.
-pub fn start_and_wait(host: &Host, record: &BranchRecord) -> Result<()> {
+/// Starts the server and waits until it answers (the caller has admitted it), then records
+/// the start as activity: a branch someone just started is not idle.
+pub fn start_and_wait(host: &Host, record: &mut BranchRecord) -> Result<()> {
     let l = launch(host, &record.name);
     write_options(host, record)?;
     host.services
@@ -124,7 +128,42 @@ pub fn start_and_wait(host: &Host, record: &BranchRecord) -> Result<()> {
             host.config.mysqld.start_timeout.0,
             &alive,
         )
-        .with_context(|| format!("waiting for the server of branch {} to answer", record.name))
+        .with_context(|| format!("waiting for the server of branch {} to answer", record.name))?;
+    record.activity = crate::branch::Activity::started(host.clock.now());
+    record.stopped_idle = false;
+    if record.phase == crate::branch::Phase::Ready {
+        state::save_record(&host.layout, record)?;
+    }
+    Ok(())
+}
+
+/// The user a new branch belongs to: the sudo caller under sudo, else the effective user.
+pub fn invoking_user() -> String {
+    if let Ok(u) = std::env::var("SUDO_USER") {
+        if !u.is_empty() {
+            return u;
+        }
+    }
+    nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten()
+        .map_or_else(|| nix::unistd::geteuid().to_string(), |u| u.name)
+}
+
+/// The expiry asked for on the command line, else `default` (zero = none), from `now`.
+pub fn expiry(
+    now: chrono::DateTime<chrono::Utc>,
+    asked: &crate::cli::Expiry,
+    default: Option<crate::values::Duration>,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    if let Some(t) = asked.expires_at {
+        return Some(t.0);
+    }
+    asked
+        .ttl
+        .or(default)
+        .filter(|d| !d.is_zero())
+        .map(|d| now + d.chrono())
 }
 
 /// Resident memory of a branch's server, if it runs.
@@ -153,7 +192,15 @@ pub mod testing {
         pub services: Arc<SimServices>,
         pub server: Arc<SimServer>,
         pub memory: Arc<SimMemory>,
+        pub clock: Arc<SimClock>,
         pub _dir: tempfile::TempDir,
+    }
+
+    impl SimHost {
+        pub fn advance(&self, by: chrono::Duration) {
+            let mut now = self.clock.0.lock().unwrap();
+            *now += by;
+        }
     }
 
     pub const OUT: crate::output::Output = crate::output::Output {
@@ -176,6 +223,7 @@ pub mod testing {
         let services = Arc::new(SimServices::default());
         let server = Arc::new(SimServer::default());
         let memory = Arc::new(SimMemory::new(8 << 30));
+        let clock = Arc::new(SimClock(std::sync::Mutex::new(chrono::Utc::now())));
         let host = Host {
             layout: Layout::new(dir.path()),
             storage: storage.clone(),
@@ -183,7 +231,7 @@ pub mod testing {
             server: server.clone(),
             memory: memory.clone(),
             ports: Arc::new(SimPorts::default()),
-            clock: Arc::new(SimClock(std::sync::Mutex::new(chrono::Utc::now()))),
+            clock: clock.clone(),
             assume_yes: true,
             config,
         };
@@ -193,6 +241,7 @@ pub mod testing {
             services,
             server,
             memory,
+            clock,
             _dir: dir,
         }
     }

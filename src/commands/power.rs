@@ -11,12 +11,12 @@ pub fn start(host: &Host, args: &NameArg, out: &Output) -> Result<()> {
     host.storage.prepare(false)?;
     let name = &args.name;
     let _lock = branch_lock(host, name)?;
-    let record = require_record(host, name)?;
+    let mut record = require_record(host, name)?;
     if host.services.state(&launch(host, name))?.is_up() {
         out.note(format!("branch {name} is already running"));
     } else {
         let _reservation = admit(host, &record, 0)?;
-        start_and_wait(host, &record)?;
+        start_and_wait(host, &mut record)?;
         out.note(format!("started branch {name}"));
     }
     out.emit(&BranchView::of(host, &record))
@@ -25,10 +25,14 @@ pub fn start(host: &Host, args: &NameArg, out: &Output) -> Result<()> {
 pub fn stop(host: &Host, args: &NameArg, out: &Output) -> Result<()> {
     let name = &args.name;
     let _lock = branch_lock(host, name)?;
-    let record = require_record(host, name)?;
+    let mut record = require_record(host, name)?;
     host.services
         .stop(&launch(host, name))
         .with_context(|| format!("stopping the server of branch {name}"))?;
+    if record.stopped_idle {
+        record.stopped_idle = false;
+        crate::state::save_record(&host.layout, &record)?;
+    }
     out.note(format!("stopped branch {name}; its data is kept"));
     out.emit(&BranchView::of(host, &record))
 }
@@ -45,11 +49,7 @@ mod tests {
     fn stop_then_start() {
         let sim = sim_host();
         let a = NameArg { name: name("a") };
-        let args = CreateArgs {
-            name: name("a"),
-            baseline: None,
-            buffer_pool: None,
-        };
+        let args = CreateArgs::named(name("a"));
         create(&sim.host, &args, &OUT).unwrap();
         stop(&sim.host, &a, &OUT).unwrap();
         assert_eq!(

@@ -5,13 +5,13 @@
 use super::view::BranchView;
 use super::{admit, branch_lock, launch, require_record, server_rss, start_and_wait};
 use crate::branch::Phase;
-use crate::cli::NameArg;
+use crate::cli::ResetArgs;
 use crate::error::usage;
 use crate::host::Host;
 use crate::output::Output;
 use anyhow::{Context, Result};
 
-pub fn run(host: &Host, args: &NameArg, out: &Output) -> Result<()> {
+pub fn run(host: &Host, args: &ResetArgs, out: &Output) -> Result<()> {
     let view = reset(host, args)?;
     out.note(format!(
         "reset branch {} to its baseline {}",
@@ -20,11 +20,11 @@ pub fn run(host: &Host, args: &NameArg, out: &Output) -> Result<()> {
     out.emit(&view)
 }
 
-pub fn reset(host: &Host, args: &NameArg) -> Result<BranchView> {
+pub fn reset(host: &Host, args: &ResetArgs) -> Result<BranchView> {
     host.storage.prepare(false)?;
     let name = &args.name;
     let _lock = branch_lock(host, name)?;
-    let record = require_record(host, name)?;
+    let mut record = require_record(host, name)?;
     if record.phase != Phase::Ready {
         return Err(usage(format!(
             "branch {name} was never finished (its create was interrupted); run `db-branch create {name}`"
@@ -41,7 +41,11 @@ pub fn reset(host: &Host, args: &NameArg) -> Result<BranchView> {
     host.storage
         .rollback_branch(name)
         .with_context(|| format!("rolling branch {name} back to its clean snapshot"))?;
-    start_and_wait(host, &record).with_context(|| {
+    if let Some(ttl) = args.ttl {
+        record.expires_at = Some(host.clock.now() + ttl.chrono());
+        crate::state::save_record(&host.layout, &record)?;
+    }
+    start_and_wait(host, &mut record).with_context(|| {
         format!("branch {name} was rolled back but its server did not come up; try `db-branch start {name}`")
     })?;
     Ok(BranchView::of(host, &record))
@@ -57,12 +61,7 @@ mod tests {
     use crate::service::ServiceState;
 
     fn make(sim: &crate::commands::testing::SimHost) {
-        let args = CreateArgs {
-            name: name("a"),
-            baseline: None,
-            buffer_pool: None,
-        };
-        create(&sim.host, &args, &OUT).unwrap();
+        create(&sim.host, &CreateArgs::named(name("a")), &OUT).unwrap();
     }
 
     #[test]
@@ -72,7 +71,14 @@ mod tests {
         let before = state_port(&sim);
         sim.storage
             .with_state(|s| s.branches.get_mut(&name("a")).unwrap().1 = true);
-        let view = reset(&sim.host, &NameArg { name: name("a") }).unwrap();
+        let view = reset(
+            &sim.host,
+            &ResetArgs {
+                name: name("a"),
+                ttl: None,
+            },
+        )
+        .unwrap();
         assert_eq!(view.port, before);
         assert_eq!(view.state, ServiceState::Running);
         assert_eq!(sim.services.with_state(|s| (s.kills, s.starts)), (1, 2));
@@ -95,7 +101,14 @@ mod tests {
         sim.memory
             .0
             .store(10 << 20, std::sync::atomic::Ordering::SeqCst);
-        let e = reset(&sim.host, &NameArg { name: name("a") }).unwrap_err();
+        let e = reset(
+            &sim.host,
+            &ResetArgs {
+                name: name("a"),
+                ttl: None,
+            },
+        )
+        .unwrap_err();
         assert_eq!(exit_code(&e), EXIT_REFUSED);
         assert_eq!(sim.services.with_state(|s| s.kills), 0);
         assert!(sim.storage.with_state(|s| s.branches[&name("a")].1));
@@ -104,7 +117,14 @@ mod tests {
     #[test]
     fn unknown_branch_is_a_usage_error() {
         let sim = sim_host();
-        let e = reset(&sim.host, &NameArg { name: name("nope") }).unwrap_err();
+        let e = reset(
+            &sim.host,
+            &ResetArgs {
+                name: name("nope"),
+                ttl: None,
+            },
+        )
+        .unwrap_err();
         assert_eq!(exit_code(&e), EXIT_USAGE);
         assert!(e.to_string().contains("db-branch create nope"));
     }

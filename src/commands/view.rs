@@ -64,6 +64,15 @@ pub struct BranchView {
     /// Bytes only this branch holds on the pool (copy-on-write: starts near zero).
     pub disk_bytes: Option<u64>,
     pub rss_bytes: Option<u64>,
+    pub owner: String,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub protected: bool,
+    pub protected_until: Option<DateTime<Utc>>,
+    /// Last client activity db-branch saw (or the last start).
+    pub last_activity: DateTime<Utc>,
+    /// Stopped by `stop-idle`; `start` or `create` wakes it.
+    pub stopped_idle: bool,
     pub connection: Connection,
 }
 
@@ -87,36 +96,71 @@ impl BranchView {
             } else {
                 None
             },
+            owner: record.owner.clone(),
+            labels: record.labels.clone(),
+            expires_at: record.expires_at,
+            protected: record.is_protected(host.clock.now()),
+            protected_until: record.protection.as_ref().and_then(|p| p.until),
+            last_activity: record.activity.last,
+            stopped_idle: record.stopped_idle,
             connection: Connection::of(host, record),
+        }
+    }
+
+    /// "stopped (idle)" for a branch stop-idle stopped.
+    pub fn state_text(&self) -> String {
+        if self.stopped_idle && !self.state.is_up() {
+            format!("{} (idle)", self.state)
+        } else {
+            self.state.to_string()
         }
     }
 
     pub fn row(&self) -> Vec<String> {
         vec![
             self.name.to_string(),
-            self.state.to_string(),
+            self.state_text(),
             self.port.to_string(),
             self.baseline.to_string(),
-            self.created.format("%Y-%m-%d %H:%M").to_string(),
+            short_time(Some(self.created)),
+            short_time(Some(self.last_activity)),
+            short_time(self.expires_at),
             bytes(self.disk_bytes),
             bytes(self.rss_bytes),
         ]
     }
 }
 
-pub const LIST_HEADER: [&str; 7] = [
-    "NAME", "STATE", "PORT", "BASELINE", "CREATED", "DISK", "RSS",
+fn short_time(t: Option<DateTime<Utc>>) -> String {
+    t.map_or("-".into(), |t| t.format("%m-%d %H:%M").to_string())
+}
+
+pub const LIST_HEADER: [&str; 9] = [
+    "NAME", "STATE", "PORT", "BASELINE", "CREATED", "ACTIVE", "EXPIRES", "DISK", "RSS",
 ];
 
 impl Human for BranchView {
     fn human(&self) -> String {
         let c = &self.connection;
         format!(
-            "branch:   {}\nstate:    {}\nbaseline: {}\ncreated:  {}\ndisk:     {}\nrss:      {}\nhost:     {}\nport:     {}\nsocket:   {}\nuser:     {}\nurl:      {}\n",
+            "branch:   {}\nstate:    {}\nbaseline: {}\ncreated:  {}\nowner:    {}\nlabels:   {}\nexpires:  {}\nprotected: {}\nactive:   {}\ndisk:     {}\nrss:      {}\nhost:     {}\nport:     {}\nsocket:   {}\nuser:     {}\nurl:      {}\n",
             self.name,
-            self.state,
+            self.state_text(),
             self.baseline,
             self.created.to_rfc3339(),
+            self.owner,
+            self.labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            self.expires_at.map_or("never".into(), |t| t.to_rfc3339()),
+            match (self.protected, self.protected_until) {
+                (false, _) => "no".to_string(),
+                (true, None) => "yes".to_string(),
+                (true, Some(u)) => format!("until {}", u.to_rfc3339()),
+            },
+            self.last_activity.to_rfc3339(),
             bytes(self.disk_bytes),
             bytes(self.rss_bytes),
             c.host,
@@ -140,12 +184,14 @@ mod tests {
         sim.host.config.client.password = "p@ss:w/rd".into();
         sim.host.config.bind_address = "::1".parse().unwrap();
         let record = BranchRecord {
-            name: "a".parse().unwrap(),
             port: 3401,
-            baseline: Generation(1),
-            buffer_pool: ByteSize::mib(128),
-            created: Utc::now(),
             phase: Phase::Ready,
+            ..BranchRecord::new(
+                "a".parse().unwrap(),
+                Generation(1),
+                ByteSize::mib(128),
+                Utc::now(),
+            )
         };
         let c = Connection::of(&sim.host, &record);
         assert_eq!(c.url, "mysql://root:p%40ss%3Aw%2Frd@[::1]:3401/");

@@ -5,6 +5,7 @@ pub mod mariadb;
 pub mod options;
 pub mod sim;
 
+use crate::branch::ActivitySample;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,6 +39,10 @@ pub trait Server: Send + Sync {
     /// Starts a one-off server on `datadir` (scratch files in `work`), applies `prep`, shuts
     /// it down cleanly with a full purge, and refuses a datadir that needed crash recovery.
     fn prepare_baseline(&self, datadir: &Path, work: &Path, prep: &Preparation) -> Result<()>;
+    /// Reads the server's own activity counters over its socket. db-branch's probes use
+    /// statements that are subtracted out (`DO`, `SHOW STATUS`, `SHOW PROCESSLIST`), so they
+    /// never count as use.
+    fn activity(&self, socket: &Path) -> Result<ActivitySample>;
 }
 
 /// Lines a server writes when it had to recover from an unclean shutdown.

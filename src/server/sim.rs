@@ -10,6 +10,9 @@ use std::time::Duration;
 pub struct SimServer {
     pub prepared: Mutex<Vec<String>>,
     pub fail_ready: Mutex<bool>,
+    /// Per socket path: the sample `activity` returns.
+    pub samples:
+        Mutex<std::collections::BTreeMap<std::path::PathBuf, crate::branch::ActivitySample>>,
 }
 
 impl Server for SimServer {
@@ -38,5 +41,14 @@ impl Server for SimServer {
             .unwrap()
             .push(datadir.display().to_string());
         Ok(())
+    }
+
+    fn activity(&self, socket: &Path) -> Result<crate::branch::ActivitySample> {
+        self.samples
+            .lock()
+            .unwrap()
+            .get(socket)
+            .copied()
+            .ok_or_else(|| anyhow!("simulated server at {} is not running", socket.display()))
     }
 }

@@ -49,8 +49,10 @@ pub struct Launch {
 
 pub trait ServiceManager: Send + Sync {
     fn kind(&self) -> &'static str;
-    /// One-time set-up for `init` (the systemd unit template); idempotent.
+    /// One-time set-up for `init` (the systemd units); idempotent.
     fn install(&self) -> Result<()>;
+    /// Enables and starts the stop-idle and gc timers; returns their names.
+    fn enable_timers(&self) -> Result<Vec<String>>;
     /// Starts the server; returns when the manager considers it started (systemd: the
     /// `Type=notify` job is done; process: spawned). Readiness is probed by the caller.
     fn start(&self, launch: &Launch) -> Result<()>;

@@ -70,6 +70,12 @@ impl ServiceManager for ProcessSupervisor {
     fn install(&self) -> Result<()> {
         Ok(())
     }
+    fn enable_timers(&self) -> Result<Vec<String>> {
+        Err(crate::error::usage(
+            "timers need systemd, which is not running here; run `db-branch stop-idle` and \
+             `db-branch gc` from cron instead (see docs/ci.md, \"Without systemd\")",
+        ))
+    }
 
     fn start(&self, launch: &Launch) -> Result<()> {
         if self.live_pid(launch).is_some() {

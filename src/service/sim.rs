@@ -33,6 +33,9 @@ impl ServiceManager for SimServices {
     fn install(&self) -> Result<()> {
         Ok(())
     }
+    fn enable_timers(&self) -> Result<Vec<String>> {
+        Ok(vec!["sim.timer".into()])
+    }
     fn start(&self, launch: &Launch) -> Result<()> {
         let mut st = self.state.lock().unwrap();
         if st.fail_start {

@@ -12,19 +12,69 @@ use zbus::proxy::CacheProperties;
 use zbus_systemd::systemd1::{ManagerProxy, ServiceProxy, UnitProxy};
 
 pub const UNIT_TEMPLATE: &str = include_str!("../../units/mysqld@.service");
+const TIMER_UNITS: [(&str, &str); 4] = [
+    (
+        "stop-idle.service",
+        include_str!("../../units/db-branch-stop-idle.service"),
+    ),
+    (
+        "stop-idle.timer",
+        include_str!("../../units/db-branch-stop-idle.timer"),
+    ),
+    (
+        "gc.service",
+        include_str!("../../units/db-branch-gc.service"),
+    ),
+    ("gc.timer", include_str!("../../units/db-branch-gc.timer")),
+];
 pub struct Systemd {
     unit_dir: PathBuf,
     prefix: String,
-    unit_text: String,
+    /// (file name, text) of every unit `init` installs.
+    units: Vec<(String, String)>,
     conn: OnceLock<zbus::Connection>,
 }
 
-/// The unit template with this host's paths filled in.
-pub fn render_unit(root: &Path, binary: &Path, user: &str) -> String {
-    UNIT_TEMPLATE
-        .replace("@ROOT@", &root.display().to_string())
-        .replace("@MYSQLD@", &binary.display().to_string())
-        .replace("@USER@", user)
+/// What the units need to know about this host.
+pub struct UnitParams<'a> {
+    pub root: &'a Path,
+    pub mysqld: &'a Path,
+    pub user: &'a str,
+    pub prefix: &'a str,
+    /// db-branch itself, for the timers' services.
+    pub bin: &'a Path,
+    /// The config file, when it is not the default one.
+    pub config: Option<&'a Path>,
+}
+
+/// Timers are `db-branch-*`, or `db-branch-<prefix>-*` next to a non-default unit prefix
+/// (several roots side by side under one systemd).
+pub fn timer_prefix(prefix: &str) -> String {
+    if prefix == "mysqld" {
+        "db-branch".into()
+    } else {
+        format!("db-branch-{prefix}")
+    }
+}
+
+/// Every unit with this host's paths filled in: the branch template and the timers.
+pub fn render_units(p: &UnitParams) -> Vec<(String, String)> {
+    let template = UNIT_TEMPLATE
+        .replace("@ROOT@", &p.root.display().to_string())
+        .replace("@MYSQLD@", &p.mysqld.display().to_string())
+        .replace("@USER@", p.user);
+    let config_args = p
+        .config
+        .map_or(String::new(), |c| format!("--config {} ", c.display()));
+    let mut units = vec![(format!("{}@.service", p.prefix), template)];
+    for (suffix, text) in TIMER_UNITS {
+        units.push((
+            format!("{}-{suffix}", timer_prefix(p.prefix)),
+            text.replace("@BIN@", &p.bin.display().to_string())
+                .replace("@CONFIG_ARGS@", &config_args),
+        ));
+    }
+    units
 }
 
 /// True when systemd is the running init system (the test of `sd_booted()`).
@@ -38,11 +88,11 @@ fn is_no_such_unit(e: &zbus::Error) -> bool {
 }
 
 impl Systemd {
-    pub fn new(unit_dir: PathBuf, prefix: String, unit_text: String) -> Self {
+    pub fn new(unit_dir: PathBuf, prefix: String, units: Vec<(String, String)>) -> Self {
         Systemd {
             unit_dir,
             prefix,
-            unit_text,
+            units,
             conn: OnceLock::new(),
         }
     }
@@ -148,16 +198,38 @@ impl ServiceManager for Systemd {
     fn install(&self) -> Result<()> {
         fs::create_dir_all(&self.unit_dir)
             .with_context(|| format!("creating {}", self.unit_dir.display()))?;
-        let path = self.unit_dir.join(format!("{}@.service", self.prefix));
-        if fs::read_to_string(&path).ok().as_deref() != Some(self.unit_text.as_str()) {
-            let tmp = path.with_extension("service.tmp");
-            fs::write(&tmp, &self.unit_text)
-                .with_context(|| format!("writing {}", tmp.display()))?;
-            fs::rename(&tmp, &path).with_context(|| format!("installing {}", path.display()))?;
+        for (file, text) in &self.units {
+            let path = self.unit_dir.join(file);
+            if fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+                let tmp = self.unit_dir.join(format!(".{file}.tmp"));
+                fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+                fs::rename(&tmp, &path)
+                    .with_context(|| format!("installing {}", path.display()))?;
+            }
         }
         let mgr = self.manager()?;
         zbus::block_on(mgr.reload()).context("systemd daemon-reload over D-Bus")?;
         Ok(())
+    }
+
+    fn enable_timers(&self) -> Result<Vec<String>> {
+        let timers: Vec<String> = self
+            .units
+            .iter()
+            .map(|(f, _)| f.clone())
+            .filter(|f| f.ends_with(".timer"))
+            .collect();
+        let mgr = self.manager()?;
+        // Units under /run are runtime units: enable them for this boot only.
+        let runtime = self.unit_dir.starts_with("/run");
+        zbus::block_on(mgr.enable_unit_files(timers.clone(), runtime, true))
+            .context("enabling the timers over D-Bus")?;
+        for t in &timers {
+            self.run_job(t, "start", async |m| {
+                m.start_unit(t.clone(), "replace".into()).await
+            })?;
+        }
+        Ok(timers)
     }
 
     fn start(&self, launch: &Launch) -> Result<()> {

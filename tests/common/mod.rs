@@ -84,12 +84,32 @@ impl Env {
     }
 
     pub fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_db-branch"))
-            .args(args)
+        self.run_at(None, args)
+    }
+
+    /// Runs db-branch as if the time were `now` (DB_BRANCH_FAKE_NOW).
+    pub fn run_at(&self, now: Option<chrono::DateTime<chrono::Utc>>, args: &[&str]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_db-branch"));
+        cmd.args(args)
             .env("DB_BRANCH_CONFIG", &self.config)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("run db-branch")
+            .stdin(std::process::Stdio::null());
+        if let Some(t) = now {
+            cmd.env("DB_BRANCH_FAKE_NOW", t.to_rfc3339());
+        }
+        cmd.output().expect("run db-branch")
+    }
+
+    /// `json` as if the time were `now`.
+    pub fn json_at(&self, now: chrono::DateTime<chrono::Utc>, args: &[&str]) -> serde_json::Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let out = self.run_at(Some(now), &a);
+        assert!(
+            out.status.success(),
+            "db-branch {args:?} at {now} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON output")
     }
 
     /// Runs db-branch and returns stdout; panics with stderr on failure.
