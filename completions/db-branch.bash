@@ -309,7 +309,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__create)
-            opts="-y -q -h --baseline --buffer-pool --ttl --expires-at --label --owner --config --json --yes --quiet --help"
+            opts="-y -q -h --baseline --buffer-pool --ttl --expires-at --label --owner --profile --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -337,6 +337,10 @@ _db__branch() {
                     ;;
                 --owner)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -W "test durable" -- "${cur}"))
                     return 0
                     ;;
                 --config)

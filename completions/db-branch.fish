@@ -84,11 +84,13 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l ttl -d 'E
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l expires-at -d 'Expire at this time (UTC), e.g. 2026-12-24T18:00:00Z' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l label -d 'A label, e.g. pr=123 (repeatable)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l owner -d 'Owner [default: the invoking user, the sudo caller under sudo]' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l profile -d 'Server profile [default: mysqld.profile]: test (fast) or durable (crash-safe)' -r -f -a "test\t'Fast: skips what only protects against a host crash (reset returns to a clean snapshot anyway). A server that dies uncleanly should be reset, not started'
+durable\t'The engine\'s crash-safe defaults'"
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -s q -l quiet -d 'Print only errors and requested data'
-complete -c db-branch -n "__fish_db_branch_using_subcommand create" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand create" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -l ttl -d 'Also set the expiry to this long from now (keeps the old one otherwise)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -l json -d 'Print results as JSON on stdout'

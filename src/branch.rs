@@ -1,5 +1,6 @@
 //! `BranchName` (validated once, before any side effect) and the branch record kept on disk.
 
+use crate::config::Profile;
 use crate::values::ByteSize;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -143,6 +144,13 @@ pub struct BranchRecord {
     /// Stopped by `stop-idle` (rather than by `stop`).
     #[serde(default)]
     pub stopped_idle: bool,
+    /// Server profile (durability vs speed); records from before profiles are `test`.
+    #[serde(default = "default_profile")]
+    pub profile: Profile,
+}
+
+fn default_profile() -> Profile {
+    Profile::Test
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -171,6 +179,7 @@ impl BranchRecord {
             protection: None,
             activity: Activity::started(now),
             stopped_idle: false,
+            profile: Profile::Test,
         }
     }
 

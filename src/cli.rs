@@ -133,6 +133,9 @@ pub struct CreateArgs {
     /// Owner [default: the invoking user, the sudo caller under sudo]
     #[arg(long, value_name = "NAME")]
     pub owner: Option<String>,
+    /// Server profile [default: mysqld.profile]: test (fast) or durable (crash-safe)
+    #[arg(long, value_enum)]
+    pub profile: Option<crate::config::Profile>,
 }
 
 impl CreateArgs {
@@ -144,6 +147,7 @@ impl CreateArgs {
             expiry: Expiry::default(),
             labels: Vec::new(),
             owner: None,
+            profile: None,
         }
     }
 }

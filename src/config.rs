@@ -71,6 +71,29 @@ pub struct BtrfsConfig {
     pub path: PathBuf,
     /// Size of the sparse embedded image (only used when `path` is empty).
     pub image_size: ByteSize,
+    /// Where the embedded image lives; empty = `root`. A tmpfs such as /dev/shm makes a
+    /// RAM-backed pool: faster, counted against memory, rebuilt by `init` after a reboot.
+    pub image_dir: PathBuf,
+}
+
+/// How a branch's server trades durability for speed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// Fast: skips what only protects against a host crash (reset returns to a clean
+    /// snapshot anyway). A server that dies uncleanly should be reset, not started.
+    Test,
+    /// The engine's crash-safe defaults.
+    Durable,
+}
+
+impl std::fmt::Display for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Profile::Test => "test",
+            Profile::Durable => "durable",
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -86,6 +109,8 @@ pub struct MysqldConfig {
     pub start_timeout: Duration,
     /// The OS user the servers run as.
     pub user: String,
+    /// Default server profile for new branches (`create --profile` overrides).
+    pub profile: Profile,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -93,6 +118,9 @@ pub struct MysqldConfig {
 pub struct MemoryConfig {
     /// Memory kept free for the host on top of a new branch's buffer pool.
     pub headroom: ByteSize,
+    /// With a RAM-backed pool: how much a branch may write into the pool (RAM) before it
+    /// is reset, counted by the memory guard on top of its buffer pool.
+    pub ram_pool_growth: ByteSize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -141,6 +169,7 @@ impl Default for BtrfsConfig {
         BtrfsConfig {
             path: PathBuf::new(),
             image_size: ByteSize(20 << 30),
+            image_dir: PathBuf::new(),
         }
     }
 }
@@ -153,6 +182,7 @@ impl Default for MysqldConfig {
             extra_args: Vec::new(),
             start_timeout: Duration(std::time::Duration::from_secs(120)),
             user: "mysql".into(),
+            profile: Profile::Test,
         }
     }
 }
@@ -161,6 +191,7 @@ impl Default for MemoryConfig {
     fn default() -> Self {
         MemoryConfig {
             headroom: ByteSize::mib(300),
+            ram_pool_growth: ByteSize::mib(256),
         }
     }
 }
@@ -238,6 +269,12 @@ impl Config {
             return Err(usage(format!(
                 "btrfs.path = {:?} must be an absolute path (or empty for the embedded image)",
                 self.btrfs.path
+            )));
+        }
+        if !self.btrfs.image_dir.as_os_str().is_empty() && !self.btrfs.image_dir.is_absolute() {
+            return Err(usage(format!(
+                "btrfs.image_dir = {:?} must be an absolute path (or empty for root)",
+                self.btrfs.image_dir
             )));
         }
         if self.btrfs.image_size.bytes() < (256 << 20) {

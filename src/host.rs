@@ -32,11 +32,15 @@ impl Host {
         let layout = Layout::new(&config.root);
         let storage: Arc<dyn Storage> = match config.backend {
             Backend::Btrfs if config.embedded_pool() => Arc::new(BtrfsStorage::embedded(
-                layout.image_file(),
+                layout.image_file(&config.btrfs.image_dir),
                 layout.embedded_mount(),
                 config.btrfs.image_size.bytes(),
+                layout.baseline_streams(),
             )),
-            Backend::Btrfs => Arc::new(BtrfsStorage::at_path(config.btrfs.path.clone())),
+            Backend::Btrfs => Arc::new(BtrfsStorage::at_path(
+                config.btrfs.path.clone(),
+                layout.baseline_streams(),
+            )),
         };
         let use_systemd = match config.service_manager {
             ServiceManagerKind::Systemd => true,

@@ -17,9 +17,24 @@ impl Layout {
     pub fn root(&self) -> &Path {
         &self.root
     }
-    /// The sparse file holding the embedded btrfs pool.
-    pub fn image_file(&self) -> PathBuf {
-        self.root.join("pool.img")
+    /// The sparse file holding the embedded btrfs pool, in `image_dir` (default: root).
+    pub fn image_file(&self, image_dir: &Path) -> PathBuf {
+        if image_dir.as_os_str().is_empty() {
+            self.root.join("pool.img")
+        } else {
+            image_dir.join(format!(
+                "db-branch-{}.img",
+                self.root
+                    .display()
+                    .to_string()
+                    .trim_matches('/')
+                    .replace('/', "-")
+            ))
+        }
+    }
+    /// Send streams of the baselines, kept on disk when the pool lives in RAM.
+    pub fn baseline_streams(&self) -> PathBuf {
+        self.root.join("baseline-streams")
     }
     /// Where the embedded pool is mounted.
     pub fn embedded_mount(&self) -> PathBuf {

@@ -60,6 +60,8 @@ pub struct Admission {
     pub branch: String,
     pub buffer_pool: u64,
     pub headroom: u64,
+    /// For a RAM-backed pool: what the branch may write into RAM.
+    pub pool_growth: u64,
     /// Memory promised to servers other invocations are starting right now.
     pub starting: u64,
     pub available: u64,
@@ -68,23 +70,28 @@ pub struct Admission {
 
 impl Admission {
     pub fn needed(&self) -> u64 {
-        self.buffer_pool + self.headroom + self.starting
+        self.buffer_pool + self.pool_growth + self.headroom + self.starting
     }
 
     pub fn check(&self) -> Result<()> {
         if self.available >= self.needed() {
             return Ok(());
         }
-        let starting = if self.starting > 0 {
-            format!(
+        let mut extra = String::new();
+        if self.pool_growth > 0 {
+            extra += &format!(
+                " + {} it may write to the RAM pool",
+                ByteSize(self.pool_growth)
+            );
+        }
+        if self.starting > 0 {
+            extra += &format!(
                 " + {} for servers starting right now",
                 ByteSize(self.starting)
-            )
-        } else {
-            String::new()
-        };
+            );
+        }
         Err(refused(format!(
-            "not enough memory to start branch {}: needs {} (buffer pool {} + headroom {}{starting}) \
+            "not enough memory to start branch {}: needs {} (buffer pool {} + headroom {}{extra}) \
              but only {} is available; {} branch server(s) are running. Free memory with \
              `db-branch stop NAME` or `db-branch stop-idle`, or use a smaller \
              `--buffer-pool`. Nothing was changed.",
@@ -108,6 +115,7 @@ mod tests {
             branch: "a".into(),
             buffer_pool: 128 << 20,
             headroom: 300 << 20,
+            pool_growth: 0,
             starting,
             available,
             running_branches: 3,
@@ -136,6 +144,15 @@ mod tests {
         assert!(adm(500 << 20, 0).check().is_ok());
         let e = adm(500 << 20, 128 << 20).check().unwrap_err();
         assert!(e.to_string().contains("starting right now"));
+    }
+
+    #[test]
+    fn ram_pool_growth_counts() {
+        let mut a = adm(500 << 20, 0);
+        assert!(a.check().is_ok());
+        a.pool_growth = 256 << 20;
+        let e = a.check().unwrap_err().to_string();
+        assert!(e.contains("RAM pool"), "{e}");
     }
 
     #[test]

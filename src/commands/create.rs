@@ -75,6 +75,7 @@ pub fn create(host: &Host, args: &CreateArgs, out: &Output) -> Result<CreateRepo
         now,
     );
     record.owner = args.owner.clone().unwrap_or_else(invoking_user);
+    record.profile = args.profile.unwrap_or(host.config.mysqld.profile);
     record.labels = args
         .labels
         .iter()
@@ -152,6 +153,13 @@ fn existing_branch(
             "branch {name} already exists, cloned from {} (not {gen}); delete it first to \
              create it from {gen}",
             record.baseline
+        )));
+    }
+    if let Some(p) = args.profile.filter(|p| *p != record.profile) {
+        return Err(usage(format!(
+            "branch {name} already exists with the {} profile (not {p}); delete it first to \
+             create it with another profile",
+            record.profile
         )));
     }
     if let Some(bp) = args.buffer_pool.filter(|b| *b != record.buffer_pool) {

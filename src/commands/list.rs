@@ -42,18 +42,33 @@ pub struct Status {
     pub error_log: PathBuf,
     pub service_manager: String,
     pub main_pid: Option<u32>,
+    pub pool: Option<crate::storage::PoolInfo>,
 }
 
 impl Human for Status {
     fn human(&self) -> String {
         format!(
-            "{}datadir:  {}\noptions:  {}\nlog:      {}\nmanager:  {}\npid:      {}\n",
+            "{}datadir:  {}\noptions:  {}\nlog:      {}\nmanager:  {}\npid:      {}\npool:     {}\n",
             self.branch.human(),
             self.datadir.display(),
             self.option_file.display(),
             self.error_log.display(),
             self.service_manager,
             self.main_pid.map_or("-".into(), |p| p.to_string()),
+            self.pool.as_ref().map_or("-".into(), |p| {
+                let ram = match (p.ram_backed, p.ram_bytes) {
+                    (true, Some(b)) => format!(", in RAM: holds {}", crate::values::ByteSize(b)),
+                    (true, None) => ", in RAM".into(),
+                    _ => String::new(),
+                };
+                format!(
+                    "{} {} ({} free of {}{ram})",
+                    p.kind,
+                    p.path.display(),
+                    crate::values::ByteSize(p.free_bytes),
+                    crate::values::ByteSize(p.total_bytes)
+                )
+            }),
         )
     }
 }
@@ -69,5 +84,6 @@ pub fn status(host: &Host, args: &NameArg, out: &Output) -> Result<()> {
         error_log: host.layout.error_log(name),
         service_manager: host.services.kind().into(),
         main_pid: host.services.main_pid(&launch(host, name))?,
+        pool: host.storage.info().ok(),
     })
 }

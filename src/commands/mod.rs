@@ -47,6 +47,7 @@ pub fn server_spec(host: &Host, record: &BranchRecord) -> ServerSpec {
         buffer_pool: record.buffer_pool,
         user: host.config.mysqld.user.clone(),
         extra_args: host.config.mysqld.extra_args.clone(),
+        profile: record.profile,
     }
 }
 
@@ -100,16 +101,26 @@ pub fn admit(host: &Host, record: &BranchRecord, freed: u64) -> Result<state::Re
 
 /// `admit` for a caller that already holds the host lock.
 pub fn admit_locked(host: &Host, record: &BranchRecord, freed: u64) -> Result<state::Reservation> {
+    let pool_growth = if host.storage.ram_backed() {
+        host.config.memory.ram_pool_growth.bytes()
+    } else {
+        0
+    };
     let admission = Admission {
         branch: record.name.to_string(),
         buffer_pool: record.buffer_pool.bytes(),
         headroom: host.config.memory.headroom.bytes(),
+        pool_growth,
         starting: state::reserved_by_others(&host.layout, &record.name),
         available: host.memory.available()?.saturating_add(freed),
         running_branches: running_branches(host),
     };
     admission.check()?;
-    state::reserve(&host.layout, &record.name, record.buffer_pool.bytes())
+    state::reserve(
+        &host.layout,
+        &record.name,
+        record.buffer_pool.bytes() + pool_growth,
+    )
 }
 
 /// Starts the server and waits until it answers (the caller has admitted it), then records

@@ -15,6 +15,15 @@ pub fn start(host: &Host, args: &NameArg, out: &Output) -> Result<()> {
     if host.services.state(&launch(host, name))?.is_up() {
         out.note(format!("branch {name} is already running"));
     } else {
+        if host.services.state(&launch(host, name))? == crate::service::ServiceState::Failed
+            && record.profile == crate::config::Profile::Test
+        {
+            out.note(format!(
+                "warning: the server of branch {name} died uncleanly under the test profile \
+                 (no doublewrite, no fsync): its data may be damaged. `db-branch reset {name}` \
+                 returns it to its clean baseline."
+            ));
+        }
         let _reservation = admit(host, &record, 0)?;
         start_and_wait(host, &mut record)?;
         out.note(format!("started branch {name}"));

@@ -73,6 +73,10 @@ pub struct BranchView {
     pub last_activity: DateTime<Utc>,
     /// Stopped by `stop-idle`; `start` or `create` wakes it.
     pub stopped_idle: bool,
+    pub profile: crate::config::Profile,
+    /// The server died uncleanly under the `test` profile: its data may be damaged;
+    /// `reset` is the way back.
+    pub unclean: bool,
     pub connection: Connection,
 }
 
@@ -103,13 +107,18 @@ impl BranchView {
             protected_until: record.protection.as_ref().and_then(|p| p.until),
             last_activity: record.activity.last,
             stopped_idle: record.stopped_idle,
+            profile: record.profile,
+            unclean: state == ServiceState::Failed
+                && record.profile == crate::config::Profile::Test,
             connection: Connection::of(host, record),
         }
     }
 
     /// "stopped (idle)" for a branch stop-idle stopped.
     pub fn state_text(&self) -> String {
-        if self.stopped_idle && !self.state.is_up() {
+        if self.unclean {
+            format!("{} (unclean: reset it)", self.state)
+        } else if self.stopped_idle && !self.state.is_up() {
             format!("{} (idle)", self.state)
         } else {
             self.state.to_string()
@@ -143,9 +152,10 @@ impl Human for BranchView {
     fn human(&self) -> String {
         let c = &self.connection;
         format!(
-            "branch:   {}\nstate:    {}\nbaseline: {}\ncreated:  {}\nowner:    {}\nlabels:   {}\nexpires:  {}\nprotected: {}\nactive:   {}\ndisk:     {}\nrss:      {}\nhost:     {}\nport:     {}\nsocket:   {}\nuser:     {}\nurl:      {}\n",
+            "branch:   {}\nstate:    {}\nprofile:  {}\nbaseline: {}\ncreated:  {}\nowner:    {}\nlabels:   {}\nexpires:  {}\nprotected: {}\nactive:   {}\ndisk:     {}\nrss:      {}\nhost:     {}\nport:     {}\nsocket:   {}\nuser:     {}\nurl:      {}\n",
             self.name,
             self.state_text(),
+            self.profile,
             self.baseline,
             self.created.to_rfc3339(),
             self.owner,

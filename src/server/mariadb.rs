@@ -234,6 +234,9 @@ impl Server for MariaDb {
             buffer_pool: ByteSize::mib(256),
             user: self.user.clone(),
             extra_args: Vec::new(),
+            // The baseline is shut down cleanly; only the shutdown itself must be durable,
+            // and InnoDB flushes everything at a clean shutdown whatever the profile.
+            profile: crate::config::Profile::Test,
         };
         let option_file = work.join("my.cnf");
         fs::write(&option_file, render(&spec))?;

@@ -1,6 +1,7 @@
 //! The option file each server reads (`--defaults-file`): everything that makes one branch's
 //! server different from another's, plus the start-up flags measured to be fastest.
 
+use crate::config::Profile;
 use crate::values::ByteSize;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -18,13 +19,13 @@ pub struct ServerSpec {
     pub buffer_pool: ByteSize,
     pub user: String,
     pub extra_args: Vec<String>,
+    pub profile: Profile,
 }
 
 /// Each flag here saved measurable start-up time or memory on a 2-core host
 /// (shared/notes/measured.md): no name resolution, no buffer-pool dump/load, no binary log,
 /// a small redo buffer (InnoDB reads that much redo at start even after a clean shutdown),
-/// tiny MyISAM/Aria caches nothing uses. Durability is relaxed because `reset` always
-/// returns to the clean `@init` snapshot: a branch never needs to survive a host crash.
+/// tiny MyISAM/Aria caches nothing uses. Both profiles get them.
 /// `loose-` marks options one of MariaDB/MySQL lacks, so either server accepts the file.
 const FAST_FLAGS: &[&str] = &[
     "skip-name-resolve",
@@ -34,9 +35,28 @@ const FAST_FLAGS: &[&str] = &[
     "innodb-log-buffer-size=2M",
     "key-buffer-size=1M",
     "loose-aria-pagecache-buffer-size=8M",
+];
+
+/// The `test` profile: what only protects against a host or server crash, turned off
+/// (docs/profiles.md gives the measurements and what each risks). `reset` returns to the
+/// clean `@init` snapshot, so a branch never needs to survive a crash.
+pub const TEST_PROFILE_FLAGS: &[&str] = &[
+    // Commit writes the redo log to the OS about once a second instead of at each commit.
     "innodb-flush-log-at-trx-commit=0",
+    // No doublewrite buffer: every page is written once (a crash can tear a page).
     "innodb-doublewrite=0",
+    // InnoDB never calls fsync; the OS writes back when it likes.
+    "innodb-flush-method=nosync",
+    // No binary log is written at all (also in FAST_FLAGS); if one is enabled, no fsync.
     "sync-binlog=0",
+];
+
+/// The `durable` profile: the engine's crash-safe defaults, stated so a config file
+/// elsewhere cannot weaken them.
+pub const DURABLE_PROFILE_FLAGS: &[&str] = &[
+    "innodb-flush-log-at-trx-commit=1",
+    "innodb-doublewrite=1",
+    "sync-binlog=1",
 ];
 
 pub fn render(spec: &ServerSpec) -> String {
@@ -59,6 +79,12 @@ pub fn render(spec: &ServerSpec) -> String {
         None => lines.push("skip-networking".into()),
     }
     lines.extend(FAST_FLAGS.iter().map(|f| f.to_string()));
+    lines.push(format!("# profile: {}", spec.profile));
+    let profile = match spec.profile {
+        Profile::Test => TEST_PROFILE_FLAGS,
+        Profile::Durable => DURABLE_PROFILE_FLAGS,
+    };
+    lines.extend(profile.iter().map(|f| f.to_string()));
     if !spec.extra_args.is_empty() {
         lines.push("# mysqld.extra_args".into());
         lines.extend(
@@ -86,6 +112,7 @@ mod tests {
             buffer_pool: ByteSize::mib(128),
             user: "mysql".into(),
             extra_args: vec!["--max-connections=50".into()],
+            profile: Profile::Test,
         }
     }
 
@@ -104,6 +131,22 @@ mod tests {
             assert!(text.lines().any(|l| l == want), "missing {want}:\n{text}");
         }
         assert!(!text.contains("skip-networking"));
+    }
+
+    #[test]
+    fn profiles_choose_durability() {
+        let fast = render(&spec());
+        assert!(fast
+            .lines()
+            .any(|l| l == "innodb-flush-log-at-trx-commit=0"));
+        assert!(fast.lines().any(|l| l == "innodb-flush-method=nosync"));
+        let mut s = spec();
+        s.profile = Profile::Durable;
+        let safe = render(&s);
+        assert!(safe
+            .lines()
+            .any(|l| l == "innodb-flush-log-at-trx-commit=1"));
+        assert!(!safe.contains("nosync") && !safe.contains("doublewrite=0"));
     }
 
     #[test]

@@ -21,21 +21,79 @@ pub struct BtrfsStorage {
     pool: PathBuf,
     /// `Some((image, size))` for the embedded pool; None when `btrfs.path` is configured.
     image: Option<(PathBuf, u64)>,
+    /// On disk: send streams of every baseline, for a pool that lives in RAM.
+    streams: PathBuf,
 }
 
 impl BtrfsStorage {
-    pub fn embedded(image: PathBuf, mount: PathBuf, size: u64) -> Self {
+    pub fn embedded(image: PathBuf, mount: PathBuf, size: u64, streams: PathBuf) -> Self {
         BtrfsStorage {
             pool: mount,
             image: Some((image, size)),
+            streams,
         }
     }
 
-    pub fn at_path(path: PathBuf) -> Self {
+    pub fn at_path(path: PathBuf, streams: PathBuf) -> Self {
         BtrfsStorage {
             pool: path,
             image: None,
+            streams,
         }
+    }
+
+    /// The image sits on a tmpfs or ramfs.
+    fn image_in_ram(&self) -> bool {
+        let Some((image, _)) = &self.image else {
+            return false;
+        };
+        image.parent().is_some_and(|dir| {
+            nix::sys::statfs::statfs(dir).is_ok_and(|s| {
+                let t = s.filesystem_type();
+                // tmpfs, or ramfs (0x858458f6, which nix does not name).
+                t == nix::sys::statfs::TMPFS_MAGIC || t.0 as i64 == 0x858458f6
+            })
+        })
+    }
+
+    /// Keeps a RAM pool's new generation on disk as a btrfs send stream.
+    fn save_stream(&self, gen: Generation) -> Result<()> {
+        fs::create_dir_all(&self.streams)
+            .with_context(|| format!("creating {}", self.streams.display()))?;
+        let dest = self.streams.join(format!("{}.btrfs", gen.dir_name()));
+        let partial = dest.with_extension("btrfs.partial");
+        exec::run(
+            Command::new("btrfs")
+                .args(["send", "-q", "-f"])
+                .arg(&partial)
+                .arg(self.generation_dir(gen)),
+        )
+        .context("keeping the new baseline on disk (btrfs send)")?;
+        fs::rename(&partial, &dest)?;
+        Ok(())
+    }
+
+    /// Puts the baselines kept on disk back into a freshly made RAM pool.
+    fn restore_streams(&self) -> Result<()> {
+        let Ok(entries) = fs::read_dir(&self.streams) else {
+            return Ok(());
+        };
+        let mut streams: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "btrfs"))
+            .collect();
+        streams.sort();
+        for stream in streams {
+            exec::run(
+                Command::new("btrfs")
+                    .args(["receive", "-q", "-f"])
+                    .arg(&stream)
+                    .arg(self.baselines_dir()),
+            )
+            .with_context(|| format!("restoring baseline {}", stream.display()))?;
+        }
+        Ok(())
     }
 
     fn baselines_dir(&self) -> PathBuf {
@@ -70,17 +128,26 @@ impl BtrfsStorage {
             .unwrap_or(false)
     }
 
-    fn mount_embedded(&self, image: &Path, create: bool, size: u64) -> Result<()> {
+    /// Mounts the embedded pool; returns true when it had to make a new image.
+    fn mount_embedded(&self, image: &Path, create: bool, size: u64) -> Result<bool> {
         if Self::is_mount_point(&self.pool) && Self::is_btrfs(&self.pool) {
-            return Ok(());
+            return Ok(false);
         }
+        let mut made = false;
         if !image.exists() {
             if !create {
+                let hint = if self.image_in_ram() && self.streams.is_dir() {
+                    " (a RAM pool does not survive a reboot); run `db-branch init` to rebuild it \
+                     from the baselines kept on disk"
+                } else {
+                    "; run `db-branch init` first"
+                };
                 return Err(usage(format!(
-                    "the embedded pool image {} does not exist; run `db-branch init` first",
+                    "the embedded pool image {} does not exist{hint}",
                     image.display()
                 )));
             }
+            made = true;
             // Build the image under a temporary name so a crash never leaves a half-formatted
             // pool.img that later commands would try to mount.
             let tmp = image.with_extension("img.partial");
@@ -95,14 +162,22 @@ impl BtrfsStorage {
             fs::rename(&tmp, image)?;
         }
         fs::create_dir_all(&self.pool)?;
+        // In RAM, blocks btrfs frees (a reset or delete) must go back to the tmpfs soon:
+        // synchronous discard punches them out of the image file when the cleaner frees
+        // them, and a 5 s commit interval makes that happen within seconds.
+        let options = if self.image_in_ram() {
+            "loop,noatime,discard=sync,commit=5"
+        } else {
+            "loop,noatime"
+        };
         exec::run(
             Command::new("mount")
-                .args(["-t", "btrfs", "-o", "loop,noatime"])
+                .args(["-t", "btrfs", "-o", options])
                 .arg(image)
                 .arg(&self.pool),
         )
         .with_context(|| format!("mounting the embedded pool {}", image.display()))?;
-        Ok(())
+        Ok(made)
     }
 
     fn snapshot(&self, source: &Path, dest: &Path, readonly: bool) -> Result<()> {
@@ -129,8 +204,12 @@ impl BtrfsStorage {
 }
 
 impl Storage for BtrfsStorage {
-    fn prepare(&self, create: bool) -> Result<()> {
-        match &self.image {
+    fn ram_backed(&self) -> bool {
+        self.image_in_ram()
+    }
+
+    fn prepare(&self, create: bool) -> Result<bool> {
+        let made = match &self.image {
             Some((image, size)) => self.mount_embedded(image, create, *size)?,
             None => {
                 if !self.pool.is_dir() {
@@ -148,8 +227,9 @@ impl Storage for BtrfsStorage {
                         self.pool.display()
                     )));
                 }
+                false
             }
-        }
+        };
         for dir in [self.baselines_dir(), self.branches_dir()] {
             if !dir.is_dir() {
                 if !create {
@@ -162,7 +242,10 @@ impl Storage for BtrfsStorage {
                 fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             }
         }
-        Ok(())
+        if made && self.image_in_ram() {
+            self.restore_streams()?;
+        }
+        Ok(made)
     }
 
     fn info(&self) -> Result<PoolInfo> {
@@ -173,6 +256,13 @@ impl Storage for BtrfsStorage {
             path: self.pool.clone(),
             total_bytes: st.blocks() * st.fragment_size(),
             free_bytes: st.blocks_available() * st.fragment_size(),
+            ram_backed: self.image_in_ram(),
+            ram_bytes: self
+                .image
+                .as_ref()
+                .filter(|_| self.image_in_ram())
+                .and_then(|(image, _)| fs::metadata(image).ok())
+                .map(|m| m.blocks() * 512),
         })
     }
 
@@ -224,6 +314,13 @@ impl Storage for BtrfsStorage {
             ));
         }
         self.snapshot(&ws, &dest, true)?;
+        if self.image_in_ram() {
+            if let Err(e) = self.save_stream(gen) {
+                // A RAM generation that could not be kept on disk would vanish at reboot.
+                let _ = self.delete_subvolume_if_present(&dest);
+                return Err(e);
+            }
+        }
         self.delete_subvolume_if_present(&ws)
     }
 

@@ -19,13 +19,20 @@ pub struct PoolInfo {
     pub path: PathBuf,
     pub total_bytes: u64,
     pub free_bytes: u64,
+    /// The pool lives in RAM (its image is on a tmpfs).
+    pub ram_backed: bool,
+    /// RAM the pool holds now (the image's allocated size), for a RAM-backed pool.
+    pub ram_bytes: Option<u64>,
 }
 
 pub trait Storage: Send + Sync {
     /// Makes the pool usable: mounts the embedded image if it is not mounted (after a reboot),
     /// checks a configured path really is the right filesystem. With `create`, also makes the
-    /// embedded image and the directory skeleton (`init`).
-    fn prepare(&self, create: bool) -> Result<()>;
+    /// embedded image and the directory skeleton (`init`). Returns true when it made a new
+    /// pool (a RAM pool after a reboot is rebuilt from the baselines kept on disk).
+    fn prepare(&self, create: bool) -> Result<bool>;
+    /// The pool lives in RAM: its growth is memory.
+    fn ram_backed(&self) -> bool;
     fn info(&self) -> Result<PoolInfo>;
 
     /// Generations present, oldest first.

@@ -22,6 +22,7 @@ pub struct SimState {
     /// Operation name that fails once, e.g. "clone_branch".
     pub fail_once: Option<&'static str>,
     pub rollbacks: usize,
+    pub ram_backed: bool,
 }
 
 impl SimStorage {
@@ -47,9 +48,14 @@ impl SimStorage {
 }
 
 impl Storage for SimStorage {
-    fn prepare(&self, _create: bool) -> Result<()> {
-        self.check("prepare")?.prepared = true;
-        Ok(())
+    fn prepare(&self, _create: bool) -> Result<bool> {
+        let mut st = self.check("prepare")?;
+        let new = !st.prepared;
+        st.prepared = true;
+        Ok(new)
+    }
+    fn ram_backed(&self) -> bool {
+        self.state.lock().unwrap().ram_backed
     }
     fn info(&self) -> Result<PoolInfo> {
         Ok(PoolInfo {
@@ -57,6 +63,8 @@ impl Storage for SimStorage {
             path: PathBuf::from("/sim"),
             total_bytes: 1 << 30,
             free_bytes: 1 << 29,
+            ram_backed: self.ram_backed(),
+            ram_bytes: None,
         })
     }
     fn baselines(&self) -> Result<Vec<Generation>> {

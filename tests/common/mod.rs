@@ -75,6 +75,16 @@ impl Env {
         }
     }
 
+    /// Moves the embedded image to /dev/shm (a RAM-backed pool) of the given size.
+    pub fn with_ram_pool(self, image_size: &str) -> Env {
+        let text = std::fs::read_to_string(&self.config).unwrap().replace(
+            "[btrfs]\nimage_size = \"3G\"",
+            &format!("[btrfs]\nimage_size = \"{image_size}\"\nimage_dir = \"/dev/shm\""),
+        );
+        std::fs::write(&self.config, text).unwrap();
+        self
+    }
+
     /// A fresh root, initialised, with a baseline made from the seed SQL.
     pub fn with_baseline() -> Env {
         let env = Env::new("", "");
@@ -205,6 +215,9 @@ impl Drop for Env {
             let _ = Command::new("umount").arg(lazy).arg(&pool).status();
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
+        // A RAM pool's image lives outside root.
+        let layout = db_branch::layout::Layout::new(&self.root);
+        let _ = std::fs::remove_file(layout.image_file(std::path::Path::new("/dev/shm")));
         let _ = std::fs::remove_dir_all(&self.root);
         let _ = std::fs::remove_file(&self.config);
         for dir in ["/etc/systemd/system", "/run/systemd/system"] {
