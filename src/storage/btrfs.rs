@@ -51,7 +51,7 @@ impl BtrfsStorage {
             nix::sys::statfs::statfs(dir).is_ok_and(|s| {
                 let t = s.filesystem_type();
                 // tmpfs, or ramfs (0x858458f6, which nix does not name).
-                t == nix::sys::statfs::TMPFS_MAGIC || t.0 as i64 == 0x858458f6
+                t == nix::sys::statfs::TMPFS_MAGIC || t.0 == 0x858458f6
             })
         })
     }
