@@ -147,6 +147,9 @@ pub struct BranchRecord {
     /// Server profile (durability vs speed); records from before profiles are `test`.
     #[serde(default = "default_profile")]
     pub profile: Profile,
+    /// Extra option-file lines for this branch only (migrate-check's instrumentation).
+    #[serde(default)]
+    pub server_options: Vec<String>,
 }
 
 fn default_profile() -> Profile {
@@ -180,6 +183,7 @@ impl BranchRecord {
             activity: Activity::started(now),
             stopped_idle: false,
             profile: Profile::Test,
+            server_options: Vec::new(),
         }
     }
 

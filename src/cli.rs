@@ -68,6 +68,8 @@ pub enum Command {
     Protect(ProtectArgs),
     /// Remove a branch's protection
     Unprotect(NameArg),
+    /// Run migrations on a full-size branch and report what each statement costs
+    MigrateCheck(MigrateCheckArgs),
     /// Print a shell completion script
     Completions {
         /// bash, zsh, fish, elvish or powershell
@@ -136,6 +138,9 @@ pub struct CreateArgs {
     /// Server profile [default: mysqld.profile]: test (fast) or durable (crash-safe)
     #[arg(long, value_enum)]
     pub profile: Option<crate::config::Profile>,
+    /// Option-file lines for this branch only (set by migrate-check, not a flag).
+    #[arg(skip)]
+    pub server_options: Vec<String>,
 }
 
 impl CreateArgs {
@@ -148,6 +153,7 @@ impl CreateArgs {
             labels: Vec::new(),
             owner: None,
             profile: None,
+            server_options: Vec::new(),
         }
     }
 }
@@ -243,4 +249,40 @@ pub struct EnvArgs {
     pub name: BranchName,
     #[arg(long, value_enum, default_value_t = EnvFormat::Dotenv)]
     pub format: EnvFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ReportFormat {
+    /// A table for people
+    Table,
+    /// JSON for scripts (same as --json)
+    Json,
+    /// Markdown, ready to paste into a pull-request comment
+    Markdown,
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateCheckArgs {
+    /// Use this branch: created (and deleted afterwards unless --keep) if it does not exist,
+    /// reset first if it does (and then kept) [default: a throw-away branch]
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<BranchName>,
+    /// Baseline generation for a branch made for the check [default: the newest]
+    #[arg(long, value_name = "GEN")]
+    pub baseline: Option<Generation>,
+    /// Fail when a statement runs longer than this, e.g. 5s
+    #[arg(long, value_name = "DURATION")]
+    pub max_statement: Option<Duration>,
+    /// Fail when a statement holds or waits for table locks longer than this
+    #[arg(long, value_name = "DURATION")]
+    pub max_lock: Option<Duration>,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
+    /// Keep the branch afterwards
+    #[arg(long)]
+    pub keep: bool,
+    /// The migration command, after `--`, with the branch's connection details in its
+    /// environment (DATABASE_URL, MYSQL_HOST, MYSQL_PORT, …)
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }

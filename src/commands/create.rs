@@ -76,6 +76,7 @@ pub fn create(host: &Host, args: &CreateArgs, out: &Output) -> Result<CreateRepo
     );
     record.owner = args.owner.clone().unwrap_or_else(invoking_user);
     record.profile = args.profile.unwrap_or(host.config.mysqld.profile);
+    record.server_options = args.server_options.clone();
     record.labels = args
         .labels
         .iter()

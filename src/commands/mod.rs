@@ -10,6 +10,7 @@ pub mod expiry;
 pub mod gc;
 pub mod init;
 pub mod list;
+pub mod migrate_check;
 pub mod power;
 pub mod reset;
 pub mod stop_idle;
@@ -48,6 +49,7 @@ pub fn server_spec(host: &Host, record: &BranchRecord) -> ServerSpec {
         user: host.config.mysqld.user.clone(),
         extra_args: host.config.mysqld.extra_args.clone(),
         profile: record.profile,
+        branch_options: record.server_options.clone(),
     }
 }
 
@@ -106,9 +108,15 @@ pub fn admit_locked(host: &Host, record: &BranchRecord, freed: u64) -> Result<st
     } else {
         0
     };
+    // A server with extra instrumentation (migrate-check) needs memory beyond its pool.
+    let instrumentation = if record.server_options.is_empty() {
+        0
+    } else {
+        host.server.instrumentation_memory()
+    };
     let admission = Admission {
         branch: record.name.to_string(),
-        buffer_pool: record.buffer_pool.bytes(),
+        buffer_pool: record.buffer_pool.bytes() + instrumentation,
         headroom: host.config.memory.headroom.bytes(),
         pool_growth,
         starting: state::reserved_by_others(&host.layout, &record.name),
@@ -119,7 +127,7 @@ pub fn admit_locked(host: &Host, record: &BranchRecord, freed: u64) -> Result<st
     state::reserve(
         &host.layout,
         &record.name,
-        record.buffer_pool.bytes() + pool_growth,
+        record.buffer_pool.bytes() + instrumentation + pool_growth,
     )
 }
 

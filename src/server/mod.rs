@@ -43,6 +43,49 @@ pub trait Server: Send + Sync {
     /// statements that are subtracted out (`DO`, `SHOW STATUS`, `SHOW PROCESSLIST`), so they
     /// never count as use.
     fn activity(&self, socket: &Path) -> Result<ActivitySample>;
+    /// Option-file lines that record every statement with the stages that tell how an
+    /// `ALTER` ran (for `migrate-check`).
+    fn instrumentation_options(&self) -> Vec<String>;
+    /// Extra memory a server with those options takes (the memory guard counts it).
+    fn instrumentation_memory(&self) -> u64;
+    /// User tables with their InnoDB table id (changes when the table is rebuilt) and size.
+    fn tables(&self, socket: &Path) -> Result<Vec<TableInfo>>;
+    /// Statements recorded since the server started, oldest first, without db-branch's own.
+    fn statement_history(&self, socket: &Path) -> Result<StatementHistory>;
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TableInfo {
+    pub schema: String,
+    pub name: String,
+    /// InnoDB's table id: a rebuild or copy gives the table a new one.
+    pub table_id: Option<u64>,
+    pub bytes: u64,
+    pub rows: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatementEvent {
+    pub thread: u64,
+    pub event_id: u64,
+    /// The statement kind, e.g. `alter_table`, `insert`, `select`.
+    pub kind: String,
+    pub sql: String,
+    pub schema: Option<String>,
+    pub duration: Duration,
+    pub lock: Duration,
+    pub rows_examined: u64,
+    pub rows_affected: u64,
+    pub error: Option<String>,
+    /// How an ALTER ran: `stage/sql/copy to tmp table`, `stage/innodb/alter table (…)`.
+    pub stages: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct StatementHistory {
+    pub events: Vec<StatementEvent>,
+    /// Rows the history holds at most; a full history may have lost the oldest.
+    pub capacity: u64,
 }
 
 /// Lines a server writes when it had to recover from an unclean shutdown.

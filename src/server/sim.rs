@@ -10,6 +10,9 @@ use std::time::Duration;
 pub struct SimServer {
     pub prepared: Mutex<Vec<String>>,
     pub fail_ready: Mutex<bool>,
+    /// Successive answers of `tables`; the last one repeats.
+    pub tables: Mutex<Vec<Vec<super::TableInfo>>>,
+    pub history: Mutex<super::StatementHistory>,
     /// Per socket path: the sample `activity` returns.
     pub samples:
         Mutex<std::collections::BTreeMap<std::path::PathBuf, crate::branch::ActivitySample>>,
@@ -50,5 +53,23 @@ impl Server for SimServer {
             .get(socket)
             .copied()
             .ok_or_else(|| anyhow!("simulated server at {} is not running", socket.display()))
+    }
+
+    fn instrumentation_memory(&self) -> u64 {
+        64 << 20
+    }
+    fn instrumentation_options(&self) -> Vec<String> {
+        vec!["sim-instrumentation=ON".into()]
+    }
+    fn tables(&self, _socket: &Path) -> Result<Vec<super::TableInfo>> {
+        let mut answers = self.tables.lock().unwrap();
+        Ok(if answers.len() > 1 {
+            answers.remove(0)
+        } else {
+            answers.first().cloned().unwrap_or_default()
+        })
+    }
+    fn statement_history(&self, _socket: &Path) -> Result<super::StatementHistory> {
+        Ok(self.history.lock().unwrap().clone())
     }
 }
