@@ -379,7 +379,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__doctor)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --repair --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

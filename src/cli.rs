@@ -56,8 +56,9 @@ pub enum Command {
     Status(NameArg),
     /// Print a branch's connection details
     Env(EnvArgs),
-    /// Check this host: root, tools, server, service manager, pool, memory, ports
-    Doctor,
+    /// Check this host (root, tools, server, service manager, pool, memory, ports) and find
+    /// what crashes left behind; --repair removes it
+    Doctor(DoctorArgs),
     /// Stop the servers of branches idle for a while; their data is kept
     StopIdle(StopIdleArgs),
     /// Delete expired branches (and, with selectors, old or idle ones); never protected ones
@@ -97,6 +98,14 @@ pub struct BaselineCreateArgs {
     /// SQL file to run before the baseline is frozen (seed data, masking); repeatable
     #[arg(long = "sql", value_name = "FILE")]
     pub sql: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct DoctorArgs {
+    /// Remove orphans: half-made branches, snapshots or servers without a record, records
+    /// without storage, stale memory reservations and unfinished baselines
+    #[arg(long)]
+    pub repair: bool,
 }
 
 #[derive(Debug, Args, Default)]

@@ -74,6 +74,8 @@ pub struct BtrfsConfig {
     /// Where the embedded image lives; empty = `root`. A tmpfs such as /dev/shm makes a
     /// RAM-backed pool: faster, counted against memory, rebuilt by `init` after a reboot.
     pub image_dir: PathBuf,
+    /// `create` and `baseline create` refuse when the pool has less free space than this.
+    pub min_free: ByteSize,
 }
 
 /// How a branch's server trades durability for speed.
@@ -121,6 +123,9 @@ pub struct MemoryConfig {
     /// With a RAM-backed pool: how much a branch may write into the pool (RAM) before it
     /// is reset, counted by the memory guard on top of its buffer pool.
     pub ram_pool_growth: ByteSize,
+    /// How far beyond its buffer pool a branch server may grow: systemd throttles it at
+    /// three quarters of this (MemoryHigh) and kills it alone at all of it (MemoryMax).
+    pub branch_allowance: ByteSize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -170,6 +175,7 @@ impl Default for BtrfsConfig {
             path: PathBuf::new(),
             image_size: ByteSize(20 << 30),
             image_dir: PathBuf::new(),
+            min_free: ByteSize::mib(128),
         }
     }
 }
@@ -192,6 +198,7 @@ impl Default for MemoryConfig {
         MemoryConfig {
             headroom: ByteSize::mib(300),
             ram_pool_growth: ByteSize::mib(256),
+            branch_allowance: ByteSize::mib(512),
         }
     }
 }

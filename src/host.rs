@@ -42,6 +42,11 @@ impl Host {
                 layout.baseline_streams(),
             )),
         };
+        let pool_dir = if config.embedded_pool() {
+            layout.embedded_mount()
+        } else {
+            config.btrfs.path.clone()
+        };
         let use_systemd = match config.service_manager {
             ServiceManagerKind::Systemd => true,
             ServiceManagerKind::Process => false,
@@ -55,6 +60,7 @@ impl Host {
                 config.systemd.unit_prefix.clone(),
                 systemd::render_units(&systemd::UnitParams {
                     root: &config.root,
+                    pool: &pool_dir,
                     mysqld: &config.mysqld.binary,
                     user: &config.mysqld.user,
                     prefix: &config.systemd.unit_prefix,
@@ -63,7 +69,10 @@ impl Host {
                 }),
             ))
         } else {
-            Arc::new(ProcessSupervisor::new(Duration::from_secs(600)))
+            Arc::new(ProcessSupervisor::new(
+                Duration::from_secs(600),
+                layout.branches_dir(),
+            ))
         };
         let server: Arc<dyn Server> = Arc::new(MariaDb::new(
             config.mysqld.binary.clone(),

@@ -10,6 +10,7 @@ pub mod commands;
 pub mod config;
 pub mod error;
 pub mod exec;
+pub mod failpoint;
 pub mod host;
 pub mod layout;
 pub mod memory;
@@ -41,13 +42,14 @@ pub fn run(cli: Cli) -> Result<()> {
     // The timers' services must read the same config file as this invocation.
     let explicit = (path != std::path::Path::new(config::DEFAULT_CONFIG_PATH))
         .then(|| std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone()));
-    if let Command::Doctor = &cli.command {
+    if let Command::Doctor(args) = &cli.command {
         let note = if path.exists() {
             format!("{} (valid)", path.display())
         } else {
             format!("{} missing: every key takes its default", path.display())
         };
-        return commands::doctor::run(&host::Host::real(config, explicit.as_deref())?, &note, &out);
+        let host = host::Host::real(config, explicit.as_deref())?;
+        return commands::doctor::run(&host, args, &note, &out);
     }
     if !nix::unistd::geteuid().is_root() {
         return Err(error::usage(
@@ -76,7 +78,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::MigrateCheck(a) => commands::migrate_check::run(h, a, &out),
         Command::Status(a) => commands::list::status(h, a, &out),
         Command::Env(a) => commands::env::run(h, a, &out),
-        Command::Completions { .. } | Command::Doctor => unreachable!("handled above"),
+        Command::Completions { .. } | Command::Doctor(_) => unreachable!("handled above"),
     }
 }
 

@@ -166,6 +166,26 @@ pub fn reserve(layout: &Layout, name: &BranchName, bytes: u64) -> Result<Reserva
     Ok(Reservation { path })
 }
 
+/// Reservation files of processes that are gone (a crash between admission and start).
+pub fn stale_reservations(layout: &Layout) -> Vec<(std::path::PathBuf, i32)> {
+    let Ok(entries) = fs::read_dir(layout.reservations_dir()) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let pid: i32 = fs::read_to_string(e.path())
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()?;
+            let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+            (!alive).then(|| (e.path(), pid))
+        })
+        .collect()
+}
+
 /// Bytes reserved by live processes for branches other than `except`.
 pub fn reserved_by_others(layout: &Layout, except: &BranchName) -> u64 {
     let Ok(entries) = fs::read_dir(layout.reservations_dir()) else {

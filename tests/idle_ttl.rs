@@ -193,6 +193,7 @@ fn timer_units_are_valid_and_run_under_systemd() {
     let units =
         db_branch::service::systemd::render_units(&db_branch::service::systemd::UnitParams {
             root: &env.root,
+            pool: &env.pool(),
             mysqld: std::path::Path::new("/usr/sbin/mariadbd"),
             user: "mysql",
             prefix: "mysqld",

@@ -43,6 +43,7 @@ pub fn create(host: &Host, args: &BaselineCreateArgs, out: &Output) -> Result<()
         "baseline",
         host.config.lock_timeout.0,
     )?;
+    crate::commands::check_free_space(host)?;
     let generation = host
         .storage
         .baselines()?
@@ -53,6 +54,7 @@ pub fn create(host: &Host, args: &BaselineCreateArgs, out: &Output) -> Result<()
     let mut undo = Undo::new();
     let result = (|| -> Result<()> {
         let workspace = host.storage.begin_baseline(generation)?;
+        crate::failpoint::hit("baseline:after-workspace");
         undo.push("remove the unfinished baseline", move || {
             host.storage.abandon_baseline(generation)
         });
@@ -73,7 +75,10 @@ pub fn create(host: &Host, args: &BaselineCreateArgs, out: &Output) -> Result<()
                 Some(d) => format!("preparing baseline {generation} from {}", d.display()),
                 None => format!("preparing empty baseline {generation}"),
             })?;
-        host.storage.seal_baseline(generation)
+        crate::failpoint::hit("baseline:after-prepare");
+        host.storage.seal_baseline(generation)?;
+        crate::failpoint::hit("baseline:after-seal");
+        Ok(())
     })();
     match result {
         Ok(()) => undo.commit(),

@@ -67,6 +67,7 @@ pub fn create(host: &Host, args: &CreateArgs, out: &Output) -> Result<CreateRepo
         None => {}
     }
     let baseline = resolve_generation(host, args.baseline)?;
+    super::check_free_space(host)?;
     let now = host.clock.now();
     let mut record = BranchRecord::new(
         name.clone(),
@@ -120,10 +121,12 @@ fn apply<'a>(host: &'a Host, record: &mut BranchRecord, undo: &mut Undo<'a>) -> 
             state::remove_branch_dir(&host.layout, &n)
         });
         state::save_record(&host.layout, record)?;
+        crate::failpoint::hit("create:after-record");
         reservation
     };
 
     host.storage.clone_branch(record.baseline, &name)?;
+    crate::failpoint::hit("create:after-clone");
     let n = name.clone();
     undo.push("destroy the branch's snapshots", move || {
         host.storage.destroy_branch(&n)
@@ -136,6 +139,7 @@ fn apply<'a>(host: &'a Host, record: &mut BranchRecord, undo: &mut Undo<'a>) -> 
         host.services.forget(&l)
     });
     start_and_wait(host, record)?;
+    crate::failpoint::hit("create:after-ready");
 
     record.phase = Phase::Ready;
     state::save_record(&host.layout, record)?;

@@ -98,10 +98,13 @@ pub fn discard(host: &Host, name: &BranchName) -> Result<()> {
     host.services
         .kill(&l)
         .with_context(|| format!("killing the server of branch {name}"))?;
+    crate::failpoint::hit("delete:after-kill");
     host.storage
         .destroy_branch(name)
         .with_context(|| format!("destroying the storage of branch {name}"))?;
+    crate::failpoint::hit("delete:after-destroy");
     host.services.forget(&l)?;
+    crate::failpoint::hit("delete:after-forget");
     // The record goes last: while it exists, the port stays reserved for this branch.
     state::remove_branch_dir(&host.layout, name)
 }

@@ -1,6 +1,7 @@
 //! `doctor`: is this host ready, and how many more branches fit? Read-only.
 
 use crate::check::{Check, Level};
+use crate::cli::DoctorArgs;
 use crate::host::Host;
 use crate::output::{table, Human, Output};
 use crate::state;
@@ -22,6 +23,8 @@ pub struct DoctorReport {
     /// How many more default-sized branches the memory guard would admit, one after another.
     pub branches_that_fit: u64,
     pub free_ports: usize,
+    /// What crashes left behind (empty when the scan could not run, see checks).
+    pub findings: Vec<Finding>,
 }
 
 impl Human for DoctorReport {
@@ -38,7 +41,18 @@ impl Human for DoctorReport {
                 vec![mark.to_string(), c.name.clone(), c.detail.clone()]
             })
             .collect();
-        table(&["", "CHECK", "DETAIL"], rows)
+        let mut out = table(&["", "CHECK", "DETAIL"], rows);
+        if !self.findings.is_empty() {
+            out += "\n";
+            out += &table(
+                &["FOUND", "WHAT", "ACTION"],
+                self.findings
+                    .iter()
+                    .map(|f| vec![f.kind.clone(), f.subject.clone(), f.action.clone()])
+                    .collect(),
+            );
+        }
+        out
     }
 }
 
@@ -123,11 +137,30 @@ pub fn report(host: &Host, config_note: &str) -> DoctorReport {
         per_branch_bytes: per_branch,
         branches_that_fit: fit,
         free_ports,
+        findings: Vec::new(),
     }
 }
 
-pub fn run(host: &Host, config_note: &str, out: &Output) -> Result<()> {
-    let report = report(host, config_note);
+pub fn run(host: &Host, args: &DoctorArgs, config_note: &str, out: &Output) -> Result<()> {
+    let mut report = report(host, config_note);
+    // Orphans can be looked for when we are root and the pool is there.
+    let ready = !report
+        .checks
+        .iter()
+        .any(|c| c.level == Level::Fail && (c.name == "root" || c.name == "pool"));
+    if ready {
+        match orphans(host, args.repair) {
+            Ok(f) => report.findings = f,
+            Err(e) => report
+                .checks
+                .push(Check::fail("orphans", format!("could not look: {e:#}"))),
+        }
+    } else if args.repair {
+        report.checks.push(Check::fail(
+            "orphans",
+            "not looked for: run as root with the pool in place (`db-branch init`)",
+        ));
+    }
     out.emit(&report)?;
     let failed = report
         .checks
@@ -136,6 +169,21 @@ pub fn run(host: &Host, config_note: &str, out: &Output) -> Result<()> {
         .count();
     if failed > 0 {
         return Err(anyhow!("{failed} check(s) failed; see the table above"));
+    }
+    let open = report
+        .findings
+        .iter()
+        .filter(|f| f.action != "repaired")
+        .count();
+    if open > 0 {
+        return Err(anyhow!(
+            "{open} thing(s) left behind by crashes{}",
+            if args.repair {
+                " could not be repaired; see the table above"
+            } else {
+                "; `db-branch doctor --repair` removes them"
+            }
+        ));
     }
     Ok(())
 }
@@ -165,5 +213,193 @@ mod tests {
             .checks
             .iter()
             .any(|c| c.name == "memory" && c.level == Level::Fail));
+    }
+}
+
+/// Something a crash or a hand left behind, and what `--repair` did about it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Finding {
+    /// half-made branch | record without storage | storage without record | server without
+    /// branch | directory without record | stale reservation | unfinished baseline
+    pub kind: String,
+    pub subject: String,
+    /// found | repaired | skipped (in use) | repair failed: …
+    pub action: String,
+}
+
+/// Looks for orphans and, with `repair`, removes them. Branches another command holds are
+/// left alone (their lock says someone is working on them).
+pub fn orphans(host: &Host, repair: bool) -> Result<Vec<Finding>> {
+    use crate::branch::{BranchName, Phase};
+    use std::collections::BTreeSet;
+    host.storage.prepare(false)?;
+    let mut findings = Vec::new();
+    let mut note = |kind: &str, subject: String, outcome: Option<Result<()>>| {
+        let action = match outcome {
+            None => "found".to_string(),
+            Some(Ok(())) => "repaired".to_string(),
+            Some(Err(e)) if e.to_string().contains("lock") => "skipped (in use)".to_string(),
+            Some(Err(e)) => format!("repair failed: {e:#}"),
+        };
+        findings.push(Finding {
+            kind: kind.into(),
+            subject,
+            action,
+        });
+    };
+    let try_lock = |name: &BranchName| {
+        state::lock(
+            &host.layout.branch_lock(name),
+            &format!("branch {name}"),
+            std::time::Duration::ZERO,
+        )
+    };
+    let fix = |name: &BranchName, f: &dyn Fn() -> Result<()>| -> Option<Result<()>> {
+        repair.then(|| {
+            let _lock = try_lock(name)?;
+            f()
+        })
+    };
+
+    let records = state::list_records(&host.layout)?;
+    let recorded: BTreeSet<BranchName> = records.iter().map(|r| r.name.clone()).collect();
+    for r in &records {
+        // A record still `creating` whose branch lock nobody holds: its create died.
+        if r.phase == Phase::Creating && try_lock(&r.name).is_ok() {
+            let outcome = fix(&r.name, &|| super::delete::discard(host, &r.name));
+            note("half-made branch", r.name.to_string(), outcome);
+        } else if r.phase == Phase::Ready && !host.storage.branch_exists(&r.name)? {
+            let outcome = fix(&r.name, &|| super::delete::discard(host, &r.name));
+            note("record without storage", r.name.to_string(), outcome);
+        }
+    }
+    for name in host.storage.branches()? {
+        if !recorded.contains(&name) {
+            let outcome = fix(&name, &|| super::delete::discard(host, &name));
+            note("storage without record", name.to_string(), outcome);
+        }
+    }
+    for name in host.services.running_branches()? {
+        if !recorded.contains(&name) && !host.storage.branch_exists(&name)? {
+            let outcome = fix(&name, &|| {
+                let l = super::launch(host, &name);
+                host.services.kill(&l)?;
+                host.services.forget(&l)
+            });
+            note("server without branch", name.to_string(), outcome);
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(host.layout.branches_dir()) {
+        for entry in entries.flatten() {
+            let Ok(name) = entry.file_name().to_string_lossy().parse::<BranchName>() else {
+                continue;
+            };
+            if !recorded.contains(&name) && entry.path().is_dir() {
+                let outcome = fix(&name, &|| state::remove_branch_dir(&host.layout, &name));
+                note("directory without record", name.to_string(), outcome);
+            }
+        }
+    }
+    for (path, pid) in state::stale_reservations(&host.layout) {
+        let outcome = repair.then(|| std::fs::remove_file(&path).map_err(Into::into));
+        note(
+            "stale reservation",
+            format!("{} (pid {pid})", path.display()),
+            outcome,
+        );
+    }
+    for gen in host.storage.workspaces()? {
+        // A build in progress holds the baseline lock.
+        let busy = state::lock(
+            &host.layout.locks_dir().join("baseline.lock"),
+            "baseline",
+            std::time::Duration::ZERO,
+        );
+        let outcome = match busy {
+            Ok(_held) if repair => Some(host.storage.abandon_baseline(gen)),
+            Ok(_) => None,
+            Err(e) => repair.then_some(Err(e)),
+        };
+        note("unfinished baseline", gen.to_string(), outcome);
+    }
+    // Locks cannot go stale: they are flock(2) locks, which the kernel releases when their
+    // process dies. Their small files stay for the next command on the same name.
+    Ok(findings)
+}
+
+#[cfg(test)]
+mod orphan_tests {
+    use super::*;
+    use crate::branch::{Generation, Phase};
+    use crate::cli::CreateArgs;
+    use crate::commands::create::create;
+    use crate::commands::testing::{name, sim_host, OUT};
+    use crate::service::ServiceState;
+
+    #[test]
+    fn finds_and_repairs_every_kind_of_orphan() {
+        let sim = sim_host();
+        for n in ["ok", "half", "nostorage"] {
+            create(&sim.host, &CreateArgs::named(name(n)), &OUT).unwrap();
+        }
+        // A create that died after its record, a record whose storage vanished, storage
+        // and a server nobody records, an unfinished baseline.
+        let mut r = state::load_record(&sim.host.layout, &name("half"))
+            .unwrap()
+            .unwrap();
+        r.phase = Phase::Creating;
+        state::save_record(&sim.host.layout, &r).unwrap();
+        sim.storage.with_state(|s| {
+            s.branches.remove(&name("nostorage"));
+            s.branches.insert(name("ghost"), (Generation(1), false));
+            s.workspaces.insert(Generation(2));
+        });
+        sim.services
+            .with_state(|s| s.units.insert(name("zombie"), ServiceState::Running));
+
+        let found = orphans(&sim.host, false).unwrap();
+        let kinds: Vec<(&str, &str)> = found
+            .iter()
+            .map(|f| (f.kind.as_str(), f.subject.as_str()))
+            .collect();
+        assert!(kinds.contains(&("half-made branch", "half")), "{kinds:?}");
+        assert!(
+            kinds.contains(&("record without storage", "nostorage")),
+            "{kinds:?}"
+        );
+        assert!(
+            kinds.contains(&("storage without record", "ghost")),
+            "{kinds:?}"
+        );
+        assert!(
+            kinds.contains(&("server without branch", "zombie")),
+            "{kinds:?}"
+        );
+        assert!(
+            kinds.contains(&("unfinished baseline", "gen-000002")),
+            "{kinds:?}"
+        );
+        assert!(found.iter().all(|f| f.action == "found"));
+        assert_eq!(
+            sim.storage.with_state(|s| s.branches.len()),
+            3,
+            "a scan changes nothing"
+        );
+
+        let fixed = orphans(&sim.host, true).unwrap();
+        assert!(fixed.iter().all(|f| f.action == "repaired"), "{fixed:?}");
+        let again = orphans(&sim.host, false).unwrap();
+        assert!(again.is_empty(), "{again:?}");
+        let names: Vec<String> = state::list_records(&sim.host.layout)
+            .unwrap()
+            .iter()
+            .map(|r| r.name.to_string())
+            .collect();
+        assert_eq!(names, ["ok"], "the healthy branch stays");
+        assert_eq!(
+            sim.services
+                .with_state(|s| s.units.keys().cloned().collect::<Vec<_>>()),
+            vec![name("ok")]
+        );
     }
 }

@@ -84,7 +84,10 @@ pub fn gc(host: &Host, args: &GcArgs) -> Result<GcReport> {
             "would delete".into()
         } else {
             match super::delete::delete(host, &record.name, false) {
-                Ok(_) => "deleted".into(),
+                Ok(_) => {
+                    crate::failpoint::hit("gc:after-delete");
+                    "deleted".into()
+                }
                 Err(e) => {
                     row.error = Some(format!("{e:#}"));
                     "error".into()

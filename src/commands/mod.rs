@@ -33,7 +33,24 @@ pub fn launch(host: &Host, name: &BranchName) -> Launch {
         error_log: host.layout.error_log(name),
         pid_file: host.layout.pid_file(name),
         supervisor_pid_file: host.layout.branch_dir(name).join("supervisor.pid"),
+        memory_high: 0,
+        memory_max: 0,
     }
+}
+
+/// `launch` with the memory ceilings a branch's record and the config give it.
+pub fn launch_for(host: &Host, record: &BranchRecord) -> Launch {
+    let mut l = launch(host, &record.name);
+    let base = record.buffer_pool.bytes()
+        + if record.server_options.is_empty() {
+            0
+        } else {
+            host.server.instrumentation_memory()
+        };
+    let allowance = host.config.memory.branch_allowance.bytes();
+    l.memory_max = base + allowance;
+    l.memory_high = base + allowance / 4 * 3;
+    l
 }
 
 pub fn server_spec(host: &Host, record: &BranchRecord) -> ServerSpec {
@@ -69,6 +86,23 @@ pub fn branch_lock(host: &Host, name: &BranchName) -> Result<LockGuard> {
 
 pub fn host_lock(host: &Host) -> Result<LockGuard> {
     state::lock(&host.layout.host_lock(), "host", host.config.lock_timeout.0)
+}
+
+/// Refuses (exit 75) when the pool is too full for a new branch or baseline: better than a
+/// server that cannot write its first file.
+pub fn check_free_space(host: &Host) -> Result<()> {
+    let info = host.storage.info()?;
+    let min = host.config.btrfs.min_free;
+    if info.free_bytes < min.bytes() {
+        return Err(crate::error::refused(format!(
+            "the pool at {} is full: {} free, at least {min} (btrfs.min_free) needed. Delete \
+             branches you no longer need (`db-branch list` shows each one's own disk use); \
+             space a delete frees appears within seconds. Nothing was changed.",
+            info.path.display(),
+            crate::values::ByteSize(info.free_bytes)
+        )));
+    }
+    Ok(())
 }
 
 /// Existing record, or a clear error naming the command that would make one.
@@ -134,11 +168,19 @@ pub fn admit_locked(host: &Host, record: &BranchRecord, freed: u64) -> Result<st
 /// Starts the server and waits until it answers (the caller has admitted it), then records
 /// the start as activity: a branch someone just started is not idle.
 pub fn start_and_wait(host: &Host, record: &mut BranchRecord) -> Result<()> {
-    let l = launch(host, &record.name);
+    let l = launch_for(host, record);
     write_options(host, record)?;
+    if record.phase == crate::branch::Phase::Creating {
+        crate::failpoint::hit("create:after-options");
+    }
     host.services
         .start(&l)
         .with_context(|| format!("starting the server of branch {}", record.name))?;
+    crate::failpoint::hit(if record.phase == crate::branch::Phase::Creating {
+        "create:after-start"
+    } else {
+        "reset:after-start"
+    });
     let alive = || host.services.state(&l).is_ok_and(|s| s.is_up());
     host.server
         .wait_ready(

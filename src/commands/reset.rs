@@ -38,9 +38,11 @@ pub fn reset(host: &Host, args: &ResetArgs) -> Result<BranchView> {
     host.services
         .kill(&l)
         .with_context(|| format!("killing the server of branch {name}"))?;
+    crate::failpoint::hit("reset:after-kill");
     host.storage
         .rollback_branch(name)
         .with_context(|| format!("rolling branch {name} back to its clean snapshot"))?;
+    crate::failpoint::hit("reset:after-rollback");
     if let Some(ttl) = args.ttl {
         record.expires_at = Some(host.clock.now() + ttl.chrono());
         crate::state::save_record(&host.layout, &record)?;

@@ -45,7 +45,15 @@ pub struct Launch {
     pub pid_file: PathBuf,
     /// The built-in supervisor's own record of the pid it started.
     pub supervisor_pid_file: PathBuf,
+    /// cgroup memory ceilings (systemd): throttled above `memory_high`, killed above
+    /// `memory_max`, so a runaway branch cannot push the OOM killer onto its neighbours.
+    pub memory_high: u64,
+    pub memory_max: u64,
 }
+
+/// How likely the kernel's OOM killer picks a branch server (-1000..1000): above the host's
+/// own services (0), so branch servers go first.
+pub const OOM_SCORE_ADJ: i32 = 500;
 
 pub trait ServiceManager: Send + Sync {
     fn kind(&self) -> &'static str;
@@ -64,4 +72,7 @@ pub trait ServiceManager: Send + Sync {
     fn main_pid(&self, launch: &Launch) -> Result<Option<u32>>;
     /// Drops whatever the manager remembers of a deleted branch (failed state, pid file).
     fn forget(&self, launch: &Launch) -> Result<()>;
+    /// Branches whose server this manager is running (or has failed), records or not:
+    /// `doctor` compares them with the records to find orphans.
+    fn running_branches(&self) -> Result<Vec<BranchName>>;
 }

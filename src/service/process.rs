@@ -10,21 +10,42 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+const OOM_SCORE_ADJ_TEXT: &[u8] = b"500";
+const _: () = assert!(
+    super::OOM_SCORE_ADJ == 500,
+    "keep OOM_SCORE_ADJ_TEXT in step"
+);
+
 pub struct ProcessSupervisor {
     stop_timeout: Duration,
+    /// `ROOT/branches`: every server this supervisor starts reads an option file below it.
+    branches_dir: std::path::PathBuf,
 }
 
 impl ProcessSupervisor {
-    pub fn new(stop_timeout: Duration) -> Self {
-        ProcessSupervisor { stop_timeout }
+    pub fn new(stop_timeout: Duration, branches_dir: std::path::PathBuf) -> Self {
+        ProcessSupervisor {
+            stop_timeout,
+            branches_dir,
+        }
     }
 
     /// The pid of this branch's server if it is alive. The pid file may be stale (after a
-    /// SIGKILL or a reboot), so the process's command line must name this branch's option file.
+    /// SIGKILL or a reboot), so the process's command line must name this branch's option
+    /// file; without a pid file (a crash half-way), the process table is searched.
     fn live_pid(&self, launch: &Launch) -> Option<Pid> {
-        let text = fs::read_to_string(&launch.supervisor_pid_file).ok()?;
-        let pid: i32 = text.trim().parse().ok()?;
-        is_our_server(pid, launch).then(|| Pid::from_raw(pid))
+        let recorded = fs::read_to_string(&launch.supervisor_pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+            .filter(|pid| is_our_server(*pid, launch));
+        recorded
+            .or_else(|| {
+                server_processes()
+                    .into_iter()
+                    .find(|(_, file)| *file == launch.option_file)
+                    .map(|(pid, _)| pid)
+            })
+            .map(Pid::from_raw)
     }
 
     fn wait_gone(&self, pid: Pid, launch: &Launch, timeout: Duration) -> Result<()> {
@@ -41,6 +62,42 @@ impl ProcessSupervisor {
         }
         Ok(())
     }
+}
+
+/// Live (not zombie) processes started with `--defaults-file=…`, and that file.
+fn server_processes() -> Vec<(i32, std::path::PathBuf)> {
+    let mut found = Vec::new();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let file = cmdline.split(|b| *b == 0).find_map(|arg| {
+            arg.strip_prefix(b"--defaults-file=")
+                .map(|f| std::path::PathBuf::from(String::from_utf8_lossy(f).into_owned()))
+        });
+        if let Some(file) = file {
+            if is_alive(pid) {
+                found.push((pid, file));
+            }
+        }
+    }
+    found
+}
+
+fn is_alive(pid: i32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    !matches!(state, Some("Z") | Some("X") | None)
 }
 
 /// Alive (not a zombie) and started with this branch's option file.
@@ -93,9 +150,18 @@ impl ServiceManager for ProcessSupervisor {
             .stderr(log);
         // SAFETY: setsid is async-signal-safe; it detaches the server from our session and
         // terminal so it outlives this command and ignores a Ctrl-C meant for us.
+        // It also makes the server the OOM killer's first choice over the host's services.
         unsafe {
             cmd.pre_exec(|| {
                 nix::unistd::setsid().map_err(std::io::Error::from)?;
+                // Only async-signal-safe calls here: open/write/close with fixed bytes.
+                let fd = nix::fcntl::open(
+                    "/proc/self/oom_score_adj",
+                    nix::fcntl::OFlag::O_WRONLY,
+                    nix::sys::stat::Mode::empty(),
+                )
+                .map_err(std::io::Error::from)?;
+                nix::unistd::write(&fd, OOM_SCORE_ADJ_TEXT).map_err(std::io::Error::from)?;
                 Ok(())
             });
         }
@@ -142,6 +208,21 @@ impl ServiceManager for ProcessSupervisor {
 
     fn main_pid(&self, launch: &Launch) -> Result<Option<u32>> {
         Ok(self.live_pid(launch).map(|p| p.as_raw() as u32))
+    }
+
+    fn running_branches(&self) -> Result<Vec<crate::branch::BranchName>> {
+        let mut names: Vec<crate::branch::BranchName> = server_processes()
+            .into_iter()
+            .filter_map(|(_, file)| {
+                let dir = file.parent()?;
+                (dir.parent()? == self.branches_dir)
+                    .then(|| dir.file_name()?.to_str()?.parse().ok())
+                    .flatten()
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
     }
 
     fn forget(&self, launch: &Launch) -> Result<()> {

@@ -72,6 +72,17 @@ impl ServiceManager for SimServices {
     fn main_pid(&self, launch: &Launch) -> Result<Option<u32>> {
         Ok(self.state(launch)?.is_up().then_some(4242))
     }
+    fn running_branches(&self) -> Result<Vec<BranchName>> {
+        Ok(self
+            .state
+            .lock()
+            .unwrap()
+            .units
+            .iter()
+            .filter(|(_, s)| s.is_up() || **s == ServiceState::Failed)
+            .map(|(n, _)| n.clone())
+            .collect())
+    }
     fn forget(&self, launch: &Launch) -> Result<()> {
         self.state.lock().unwrap().units.remove(&launch.name);
         Ok(())

@@ -38,6 +38,8 @@ pub struct Systemd {
 /// What the units need to know about this host.
 pub struct UnitParams<'a> {
     pub root: &'a Path,
+    /// The pool directory holding branch datadirs (`root/pool`, or `btrfs.path`).
+    pub pool: &'a Path,
     pub mysqld: &'a Path,
     pub user: &'a str,
     pub prefix: &'a str,
@@ -61,6 +63,7 @@ pub fn timer_prefix(prefix: &str) -> String {
 pub fn render_units(p: &UnitParams) -> Vec<(String, String)> {
     let template = UNIT_TEMPLATE
         .replace("@ROOT@", &p.root.display().to_string())
+        .replace("@POOL@", &p.pool.display().to_string())
         .replace("@MYSQLD@", &p.mysqld.display().to_string())
         .replace("@USER@", p.user);
     let config_args = p
@@ -236,6 +239,18 @@ impl ServiceManager for Systemd {
         let unit = self.unit_name(launch);
         // Clears a `failed` state left by a kill, and its start counter.
         self.reset_failed(&unit)?;
+        if launch.memory_max > 0 {
+            // Runtime properties: a drop-in under /run for this instance only. MemoryLimit
+            // is what cgroup v1 hosts honour.
+            let props: Vec<(String, zbus::OwnedVariant)> = vec![
+                ("MemoryHigh".into(), launch.memory_high.into()),
+                ("MemoryMax".into(), launch.memory_max.into()),
+                ("MemoryLimit".into(), launch.memory_max.into()),
+            ];
+            let mgr = self.manager()?;
+            zbus::block_on(mgr.set_unit_properties(unit.clone(), true, props))
+                .with_context(|| format!("setting the memory ceilings of {unit}"))?;
+        }
         self.run_job(&unit, "start", async |m| {
             m.start_unit(unit.clone(), "replace".into()).await
         })
@@ -304,6 +319,31 @@ impl ServiceManager for Systemd {
             svc.main_pid().await
         })?;
         Ok((pid != 0).then_some(pid))
+    }
+
+    fn running_branches(&self) -> Result<Vec<crate::branch::BranchName>> {
+        let mgr = self.manager()?;
+        let pattern = format!("{}@*.service", self.prefix);
+        let units = zbus::block_on(mgr.list_units_by_patterns(Vec::new(), vec![pattern]))
+            .context("listing units over D-Bus")?;
+        let prefix = format!("{}@", self.prefix);
+        let mut names: Vec<crate::branch::BranchName> = units
+            .into_iter()
+            .filter(|u| {
+                matches!(
+                    u.3.as_str(),
+                    "active" | "activating" | "deactivating" | "failed"
+                )
+            })
+            .filter_map(|u| {
+                u.0.strip_prefix(&prefix)?
+                    .strip_suffix(".service")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        names.sort();
+        Ok(names)
     }
 
     fn forget(&self, launch: &Launch) -> Result<()> {

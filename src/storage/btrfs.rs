@@ -324,6 +324,23 @@ impl Storage for BtrfsStorage {
         self.delete_subvolume_if_present(&ws)
     }
 
+    fn workspaces(&self) -> Result<Vec<Generation>> {
+        let mut gens = Vec::new();
+        let dir = self.baselines_dir();
+        for entry in fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
+            let name = entry?.file_name();
+            if let Some(gen) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(".work-"))
+                .and_then(Generation::from_dir_name)
+            {
+                gens.push(gen);
+            }
+        }
+        gens.sort();
+        Ok(gens)
+    }
+
     fn abandon_baseline(&self, gen: Generation) -> Result<()> {
         self.delete_subvolume_if_present(&self.workspace(gen))
     }

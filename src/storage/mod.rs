@@ -45,6 +45,8 @@ pub trait Storage: Send + Sync {
     fn seal_baseline(&self, gen: Generation) -> Result<()>;
     /// Removes a workspace that will not become a generation. Idempotent.
     fn abandon_baseline(&self, gen: Generation) -> Result<()>;
+    /// Workspaces present (left by a baseline build that did not finish, or in progress).
+    fn workspaces(&self) -> Result<Vec<Generation>>;
 
     /// Writable clone of `gen` plus its read-only `@init`; returns the datadir.
     fn clone_branch(&self, gen: Generation, name: &BranchName) -> Result<PathBuf>;

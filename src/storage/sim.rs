@@ -92,6 +92,16 @@ impl Storage for SimStorage {
         st.generations.insert(gen);
         Ok(())
     }
+    fn workspaces(&self) -> Result<Vec<Generation>> {
+        Ok(self
+            .state
+            .lock()
+            .unwrap()
+            .workspaces
+            .iter()
+            .copied()
+            .collect())
+    }
     fn abandon_baseline(&self, gen: Generation) -> Result<()> {
         self.check("abandon_baseline")?.workspaces.remove(&gen);
         Ok(())
