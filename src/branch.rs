@@ -398,6 +398,33 @@ mod tests {
         assert!(r.is_expired(now));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_string_is_a_safe_name_or_a_refusal(s in "\\PC{0,60}") {
+            match s.parse::<BranchName>() {
+                Ok(n) => {
+                    let n = n.as_str();
+                    proptest::prop_assert!(n.len() <= MAX_NAME_LEN && !n.is_empty());
+                    proptest::prop_assert!(n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c)));
+                    proptest::prop_assert!(!n.contains("..") && !n.starts_with(['-', '.', '_']));
+                }
+                Err(e) => proptest::prop_assert!(!e.is_empty()),
+            }
+        }
+
+        #[test]
+        fn names_from_the_safe_alphabet_round_trip(s in "[a-z0-9][a-z0-9_-]{0,40}") {
+            let n: BranchName = s.parse().unwrap();
+            proptest::prop_assert_eq!(n.to_string(), s);
+        }
+
+        #[test]
+        fn labels_and_generations_never_panic(s in "\\PC{0,40}") {
+            let _ = s.parse::<Label>();
+            let _ = s.parse::<Generation>();
+        }
+    }
+
     #[test]
     fn generations() {
         assert_eq!("3".parse::<Generation>().unwrap(), Generation(3));

@@ -55,9 +55,28 @@ impl fmt::Display for ByteSize {
     }
 }
 
+impl ByteSize {
+    /// The exact size in the largest unit that divides it (`128M`, `5000000`): what config
+    /// files and records store. `Display` rounds for people (`15.3G`).
+    pub fn exact(self) -> String {
+        const UNITS: [(&str, u64); 4] = [
+            ("T", 1 << 40),
+            ("G", 1 << 30),
+            ("M", 1 << 20),
+            ("K", 1 << 10),
+        ];
+        UNITS
+            .iter()
+            .find(|(_, size)| self.0 >= *size && self.0.is_multiple_of(*size))
+            .map_or(self.0.to_string(), |(unit, size)| {
+                format!("{}{unit}", self.0 / size)
+            })
+    }
+}
+
 impl Serialize for ByteSize {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_string())
+        s.serialize_str(&self.exact())
     }
 }
 
@@ -207,6 +226,30 @@ mod tests {
         assert_eq!((r.first, r.last, r.len()), (3400, 3999, 600));
         for s in ["3400", "4000-3000", "80-90", "a-b", "3400-70000", ""] {
             assert!(s.parse::<PortRange>().is_err(), "{s}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic(s in "\\PC{0,30}") {
+            let _ = s.parse::<ByteSize>();
+            let _ = s.parse::<PortRange>();
+            let _ = s.parse::<Duration>();
+            let _ = s.parse::<Timestamp>();
+        }
+
+        #[test]
+        fn sizes_round_trip_exactly(n in 0u64..(1 << 50)) {
+            let back: ByteSize = ByteSize(n).exact().parse().unwrap();
+            proptest::prop_assert_eq!(back, ByteSize(n));
+        }
+
+        #[test]
+        fn port_ranges_hold_their_bounds(a in 1024u16..65535, len in 0u16..500) {
+            let b = a.saturating_add(len);
+            let r: PortRange = format!("{a}-{b}").parse().unwrap();
+            proptest::prop_assert_eq!((r.first, r.last), (a, b));
+            proptest::prop_assert_eq!(r.iter().count(), r.len());
         }
     }
 
