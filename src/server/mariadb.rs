@@ -1,10 +1,8 @@
 //! The real server: MariaDB's `mariadbd` (or MySQL's `mysqld`), its initialiser and client.
 //! The only module that talks to a server over the MySQL protocol.
 
-use super::options::{render, ServerSpec};
-use super::{
-    crash_recovery_line, Preparation, Server, StatementEvent, StatementHistory, TableInfo,
-};
+use super::oneoff::OneOff;
+use super::{Preparation, Server, StatementEvent, StatementHistory, TableInfo};
 use crate::branch::ActivitySample;
 use crate::error::usage;
 use crate::exec;
@@ -13,8 +11,7 @@ use anyhow::{anyhow, Context, Result};
 use mysql::prelude::Queryable;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub struct MariaDb {
@@ -46,7 +43,15 @@ impl MariaDb {
             || self.version().is_ok_and(|v| v.contains("MariaDB"))
     }
 
-    fn check_binary(&self) -> Result<()> {
+    pub(crate) fn binary(&self) -> &Path {
+        &self.binary
+    }
+
+    pub(crate) fn user(&self) -> &str {
+        &self.user
+    }
+
+    pub(crate) fn check_binary(&self) -> Result<()> {
         if !self.binary.is_file() {
             return Err(usage(format!(
                 "the server binary {} does not exist; install mariadb-server (or mysql-server) \
@@ -57,7 +62,7 @@ impl MariaDb {
         Ok(())
     }
 
-    fn give_to_server_user(&self, path: &Path) -> Result<()> {
+    pub(crate) fn give_to_server_user(&self, path: &Path) -> Result<()> {
         exec::run(
             Command::new("chown")
                 .arg("-R")
@@ -67,7 +72,7 @@ impl MariaDb {
         .map(|_| ())
     }
 
-    fn initialize(&self, datadir: &Path, tmpdir: &Path) -> Result<()> {
+    pub(crate) fn initialize(&self, datadir: &Path, tmpdir: &Path) -> Result<()> {
         let mut cmd = if self.is_mariadb() {
             let install_db = sibling_program(&self.binary, "mariadb-install-db")
                 .or_else(|| sibling_program(&self.binary, "mysql_install_db"))
@@ -93,13 +98,13 @@ impl MariaDb {
         Ok(())
     }
 
-    fn client_program(&self) -> PathBuf {
+    pub(crate) fn client_program(&self) -> PathBuf {
         sibling_program(&self.binary, "mariadb")
             .or_else(|| sibling_program(&self.binary, "mysql"))
             .unwrap_or_else(|| PathBuf::from("mysql"))
     }
 
-    fn grant_client_user(&self, conn: &mut mysql::Conn) -> Result<()> {
+    pub(crate) fn grant_client_user(&self, conn: &mut mysql::Conn) -> Result<()> {
         let user = sql_string(&self.client_user);
         let pass = sql_string(&self.client_password);
         for host in ["127.0.0.1", "::1", "localhost"] {
@@ -126,7 +131,7 @@ impl MariaDb {
     /// packet size is given and socket discovery is off, so the driver sends no
     /// `SELECT @@max_allowed_packet` or `SELECT @@socket`: our probes must stay out of the
     /// statement counters that measure activity.
-    fn socket_conn(socket: &Path) -> mysql::Result<mysql::Conn> {
+    pub(crate) fn socket_conn(socket: &Path) -> mysql::Result<mysql::Conn> {
         let opts = mysql::OptsBuilder::new()
             .socket(Some(socket.to_string_lossy().into_owned()))
             .user(Some("root"))
@@ -226,50 +231,15 @@ impl Server for MariaDb {
             self.initialize(datadir, &work.join("tmp"))?;
         }
         self.give_to_server_user(datadir)?;
-        let spec = ServerSpec {
-            datadir: datadir.to_path_buf(),
-            network: None,
-            socket: work.join("mysqld.sock"),
-            pid_file: work.join("mysqld.pid"),
-            error_log: work.join("error.log"),
-            tmpdir: work.join("tmp"),
-            buffer_pool: ByteSize::mib(256),
-            user: self.user.clone(),
-            extra_args: Vec::new(),
-            // The baseline is shut down cleanly; only the shutdown itself must be durable,
-            // and InnoDB flushes everything at a clean shutdown whatever the profile.
-            profile: crate::config::Profile::Test,
-            branch_options: Vec::new(),
-        };
-        let option_file = work.join("my.cnf");
-        fs::write(&option_file, render(&spec))?;
-        let child = Command::new(&self.binary)
-            .arg(format!("--defaults-file={}", option_file.display()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("starting {}", self.binary.display()))?;
-        let child = Mutex::new(child);
-        let result = self.prepare_with_running(&spec, prep, &child);
-        // Whatever happened, the one-off server must not outlive this call.
-        let mut child = child.into_inner().unwrap();
-        if result.is_err() {
-            let _ = child.kill();
+        let server = OneOff::start(self, datadir, work, ByteSize::mib(256))?;
+        if prep.create_client_user {
+            self.grant_client_user(&mut server.conn()?)
+                .context("creating the client user in the new baseline")?;
         }
-        let waited = wait_exit(&mut child, Duration::from_secs(600));
-        result?;
-        waited?;
-        let log = fs::read_to_string(&spec.error_log).unwrap_or_default();
-        if let Some(line) = crash_recovery_line(&log) {
-            return Err(usage(format!(
-                "the datadir was not shut down cleanly: its server had to run crash recovery \
-                 (\"{}\"). Start a server on the original datadir and stop it cleanly \
-                 (`mariadb-admin shutdown`, or `systemctl stop mariadb`), then try again. \
-                 A clean datadir starts without any \"crash recovery\" line in its error log.",
-                line.trim()
-            )));
+        for file in &prep.sql_files {
+            server.run_sql_file(file)?;
         }
+        server.shutdown_clean()?;
         let _ = fs::remove_dir_all(work);
         Ok(())
     }
@@ -463,65 +433,6 @@ pub fn client_statements(status: &std::collections::HashMap<String, u64>) -> u64
         .filter(|(k, _)| k.starts_with("Com_") && !OURS.contains(&k.as_str()))
         .map(|(_, v)| *v)
         .sum()
-}
-
-impl MariaDb {
-    fn prepare_with_running(
-        &self,
-        spec: &ServerSpec,
-        prep: &Preparation,
-        child: &Mutex<Child>,
-    ) -> Result<()> {
-        let alive = || matches!(child.lock().unwrap().try_wait(), Ok(None));
-        self.wait_ready(
-            &spec.socket,
-            &spec.error_log,
-            Duration::from_secs(300),
-            &alive,
-        )?;
-        let mut conn = Self::socket_conn(&spec.socket)
-            .context("connecting as root over the server's socket")?;
-        if prep.create_client_user {
-            self.grant_client_user(&mut conn)
-                .context("creating the client user in the new baseline")?;
-        }
-        for file in &prep.sql_files {
-            let input = fs::File::open(file)
-                .with_context(|| format!("opening SQL file {}", file.display()))?;
-            exec::run(
-                Command::new(self.client_program())
-                    .arg("--no-defaults")
-                    .arg(format!("--socket={}", spec.socket.display()))
-                    .arg("--user=root")
-                    .stdin(input),
-            )
-            .with_context(|| format!("running SQL file {}", file.display()))?;
-        }
-        // A full purge and a clean shutdown: branches then start without any recovery.
-        conn.query_drop("SET GLOBAL innodb_fast_shutdown = 0")?;
-        conn.query_drop("SHUTDOWN")?;
-        Ok(())
-    }
-}
-
-fn wait_exit(child: &mut Child, timeout: Duration) -> Result<()> {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return if status.success() {
-                Ok(())
-            } else {
-                Err(anyhow!("the one-off server exited with {status}"))
-            };
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            return Err(anyhow!(
-                "the one-off server did not shut down within {timeout:?}"
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn uid_of(user: &str) -> Result<nix::unistd::Uid> {

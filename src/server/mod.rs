@@ -2,6 +2,7 @@
 //! server, and probing a branch's server until it answers. Real (MariaDB/MySQL) and sim.
 
 pub mod mariadb;
+pub mod oneoff;
 pub mod options;
 pub mod sim;
 
