@@ -16,6 +16,9 @@ _db__branch() {
             ",$1")
                 cmd="db__branch"
                 ;;
+            db__branch,bake)
+                cmd="db__branch__subcmd__bake"
+                ;;
             db__branch,baseline)
                 cmd="db__branch__subcmd__baseline"
                 ;;
@@ -91,6 +94,9 @@ _db__branch() {
             db__branch__subcmd__baseline__subcmd__help,list)
                 cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__list"
                 ;;
+            db__branch__subcmd__help,bake)
+                cmd="db__branch__subcmd__help__subcmd__bake"
+                ;;
             db__branch__subcmd__help,baseline)
                 cmd="db__branch__subcmd__help__subcmd__baseline"
                 ;;
@@ -161,12 +167,46 @@ _db__branch() {
 
     case "${cmd}" in
         db__branch)
-            opts="-y -q -h -V --config --json --yes --quiet --help --version init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check completions help"
+            opts="-y -q -h -V --config --json --yes --quiet --help --version init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__bake)
+            opts="-y -q -h --from --databases --mask-sql --verify --jobs --logical --config --json --yes --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --from)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --databases)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mask-sql)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --jobs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -475,8 +515,22 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help)
-            opts="init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check completions help"
+            opts="init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__bake)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -71,6 +71,8 @@ pub enum Command {
     Unprotect(NameArg),
     /// Run migrations on a full-size branch and report what each statement costs
     MigrateCheck(MigrateCheckArgs),
+    /// Build a new baseline generation from a live server, a SQL dump or a datadir
+    Bake(BakeArgs),
     /// Print a shell completion script
     Completions {
         /// bash, zsh, fish, elvish or powershell
@@ -294,4 +296,28 @@ pub struct MigrateCheckArgs {
     /// environment (DATABASE_URL, MYSQL_HOST, MYSQL_PORT, …)
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct BakeArgs {
+    /// mysql://user:pass@host:port (a running server), file:PATH (a SQL dump, plain, .gz or
+    /// .zst) or datadir:PATH (a cleanly shut down datadir)
+    #[arg(long, value_name = "SOURCE")]
+    pub from: String,
+    /// Only these databases (comma-separated) [default: every user database]
+    #[arg(long, value_delimiter = ',', value_name = "DB,…")]
+    pub databases: Vec<String>,
+    /// SQL run against the baked copy before it is frozen: the place for PII masking
+    #[arg(long, value_name = "FILE")]
+    pub mask_sql: Option<PathBuf>,
+    /// Compare every table with the source (CHECKSUM TABLE, or row counts) and fail on a
+    /// difference (mysql:// sources)
+    #[arg(long)]
+    pub verify: bool,
+    /// Parallel readers and index builders [default: the number of CPUs]
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Copy rows even when the server's table files could be imported (mysql:// sources)
+    #[arg(long)]
+    pub logical: bool,
 }

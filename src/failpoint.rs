@@ -23,6 +23,9 @@ pub const ALL: &[&str] = &[
     "baseline:after-prepare",
     "baseline:after-seal",
     "gc:after-delete",
+    "bake:after-workspace",
+    "bake:after-load",
+    "bake:after-seal",
 ];
 
 /// Exits the process here when `name` is the armed failpoint.

@@ -76,6 +76,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Protect(a) => commands::expiry::protect(h, a, &out),
         Command::Unprotect(a) => commands::expiry::unprotect(h, a, &out),
         Command::MigrateCheck(a) => commands::migrate_check::run(h, a, &out),
+        Command::Bake(a) => commands::bake::run(h, a, &out),
         Command::Status(a) => commands::list::status(h, a, &out),
         Command::Env(a) => commands::env::run(h, a, &out),
         Command::Completions { .. } | Command::Doctor(_) => unreachable!("handled above"),

@@ -141,6 +141,43 @@ fn every_failpoint_is_put_right_by_the_next_command_or_doctor_repair() {
                     .collect();
                 assert_eq!(gens, (1..=gens.len() as u64).collect::<Vec<_>>(), "{fp}");
             }
+            "bake" => {
+                let dump = env.root.join("reference.sql");
+                let out = std::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(format!(
+                        "mariadb-dump --no-defaults -h127.0.0.1 -P{reference} -uroot --databases shop > {}",
+                        dump.display()
+                    ))
+                    .status()
+                    .unwrap();
+                assert!(out.success());
+                let from = format!("file:{}", dump.display());
+                let before = env.json(&["baseline", "list"]).as_array().unwrap().len();
+                with_failpoint(&env, fp, &["bake", "--from", &from]);
+                if fp != &"bake:after-seal" {
+                    assert_eq!(
+                        env.json(&["baseline", "list"]).as_array().unwrap().len(),
+                        before,
+                        "{fp}: no half-made generation is visible"
+                    );
+                    let f = findings(&env);
+                    assert!(
+                        f.iter().any(|(k, _)| k == "unfinished baseline"),
+                        "{fp}: {f:?}"
+                    );
+                }
+                assert!(
+                    env.server_pids().iter().all(|p| {
+                        !String::from_utf8_lossy(
+                            &std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default(),
+                        )
+                        .contains("/work/")
+                    }),
+                    "{fp}: the one-off server died with the baker"
+                );
+                env.ok(&["bake", "--from", &from]);
+            }
             "gc" => {
                 for n in ["old-1", "old-2"] {
                     env.ok(&[

@@ -94,7 +94,7 @@ pub fn create(host: &Host, args: &BaselineCreateArgs, out: &Output) -> Result<()
 }
 
 /// A datadir has the system schema directory and InnoDB's system tablespace or redo log.
-fn check_datadir(dir: &std::path::Path) -> Result<()> {
+pub fn check_datadir(dir: &std::path::Path) -> Result<()> {
     if !dir.is_dir() {
         return Err(usage(format!("{} is not a directory", dir.display())));
     }

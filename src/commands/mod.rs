@@ -1,6 +1,7 @@
 //! One file per command. Each validates, takes its locks, plans, then applies through the
 //! host's traits, pushing an undo for every side effect.
 
+pub mod bake;
 pub mod baseline;
 pub mod create;
 pub mod delete;

@@ -244,6 +244,14 @@ impl Server for MariaDb {
         Ok(())
     }
 
+    fn bake(
+        &self,
+        req: &super::bake::BakeRequest,
+        progress: &dyn super::bake::BakeProgress,
+    ) -> Result<super::bake::BakeSummary> {
+        super::bake::bake(self, req, progress)
+    }
+
     fn instrumentation_memory(&self) -> u64 {
         // Measured on MariaDB 10.11: 195 MB RSS idle with the options below, 55 MB without.
         160 << 20

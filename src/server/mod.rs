@@ -1,6 +1,7 @@
 //! The database server itself: initialising datadirs, preparing baselines with a one-off
 //! server, and probing a branch's server until it answers. Real (MariaDB/MySQL) and sim.
 
+pub mod bake;
 pub mod mariadb;
 pub mod oneoff;
 pub mod options;
@@ -53,6 +54,12 @@ pub trait Server: Send + Sync {
     fn tables(&self, socket: &Path) -> Result<Vec<TableInfo>>;
     /// Statements recorded since the server started, oldest first, without db-branch's own.
     fn statement_history(&self, socket: &Path) -> Result<StatementHistory>;
+    /// Fills `req.datadir` from the source and leaves it cleanly shut down (the baker).
+    fn bake(
+        &self,
+        req: &bake::BakeRequest,
+        progress: &dyn bake::BakeProgress,
+    ) -> Result<bake::BakeSummary>;
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

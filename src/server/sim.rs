@@ -72,4 +72,20 @@ impl Server for SimServer {
     fn statement_history(&self, _socket: &Path) -> Result<super::StatementHistory> {
         Ok(self.history.lock().unwrap().clone())
     }
+
+    fn bake(
+        &self,
+        req: &super::bake::BakeRequest,
+        _progress: &dyn super::bake::BakeProgress,
+    ) -> Result<super::bake::BakeSummary> {
+        super::bake::check_cancel(req.cancel)?;
+        self.prepared
+            .lock()
+            .unwrap()
+            .push(req.datadir.display().to_string());
+        Ok(super::bake::BakeSummary {
+            path: "sim".into(),
+            ..Default::default()
+        })
+    }
 }
