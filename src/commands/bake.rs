@@ -119,7 +119,11 @@ impl BakeProgress for Progress {
         let total = self.total.load(Ordering::SeqCst);
         if let Some(tenth) = (done * 10).checked_div(total).map(|t| t.min(10)) {
             if tenth > self.last_tenth.fetch_max(tenth, Ordering::SeqCst) {
-                eprintln!("bake:   {}% ({})", tenth * 10, crate::values::ByteSize(done));
+                eprintln!(
+                    "bake:   {}% ({})",
+                    tenth * 10,
+                    crate::values::ByteSize(done)
+                );
             }
         }
     }

@@ -52,6 +52,8 @@ impl Env {
         std::fs::create_dir_all(&root).unwrap();
         // Separate port ranges per test and per service manager, so runs never collide.
         let first_port = 20000 + if service == "systemd" { 5000 } else { 0 } + (n as u16) * 20;
+        // Unique across test binaries running side by side under one systemd.
+        let prefix = format!("dbbt{tag}{}-{n}", std::process::id());
         let config = root.with_extension("toml");
         let unit_dir = if service == "systemd" {
             "unit_dir = \"/run/systemd/system\"\n"
@@ -61,14 +63,14 @@ impl Env {
         let text = format!(
             "root = \"{}\"\nservice_manager = \"{service}\"\nports = \"{first_port}-{}\"\n\
              lock_timeout = \"120s\"\n{extra_top}\n\
-             [btrfs]\nimage_size = \"{image_size}\"\n[systemd]\n{unit_dir}unit_prefix = \"dbbt{tag}{n}\"\n{extra_tables}\n",
+             [btrfs]\nimage_size = \"{image_size}\"\n[systemd]\n{unit_dir}unit_prefix = \"{prefix}\"\n{extra_tables}\n",
             root.display(),
             first_port + 19,
         );
         std::fs::write(&config, text).unwrap();
         Env {
             root,
-            unit_prefix: format!("dbbt{tag}{n}"),
+            unit_prefix: prefix,
             config,
             first_port,
             service,
@@ -191,7 +193,7 @@ impl Drop for Env {
             if let Ok(serde_json::Value::Array(items)) = serde_json::from_slice(&out.stdout) {
                 for b in items {
                     if let Some(name) = b["name"].as_str() {
-                        let _ = self.run(&["delete", "--yes", name]);
+                        let _ = self.run(&["delete", "--yes", "--force", name]);
                     }
                 }
             }
