@@ -1,0 +1,152 @@
+//! Benchmark (not a test): each bake path on a sample database of a few hundred MB, next to
+//! `mariadb-dump | mariadb`, `mariadb < dump` and mydumper/myloader on the same data, with
+//! ratios.
+//!
+//!   sudo cargo bench --bench bake        (scripts/bench installs mydumper)
+//!
+//! Environment: DBB_BENCH_SCALE (default 2 ≈ 360 MB datadir), DBB_BENCH_RUNS (default 3).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::Env;
+use std::process::Command;
+use std::time::Instant;
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+fn sh(script: &str) -> f64 {
+    let t = Instant::now();
+    let ok = Command::new("sh").arg("-c").arg(script).status().unwrap().success();
+    assert!(ok, "failed: {script}");
+    t.elapsed().as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    let m = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    (v[0], m, v[n - 1])
+}
+
+fn main() {
+    let scale: u32 = env_or("DBB_BENCH_SCALE", 2);
+    let runs: usize = env_or("DBB_BENCH_RUNS", 3);
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let env = Env::with_service("process", "24G", "", "");
+    env.ok(&["init"]);
+    env.ok(&["baseline", "create", "--empty"]);
+    let sample = env.root.join("sample.sql");
+    let text = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/sample-sql"))
+        .arg(scale.to_string())
+        .output()
+        .unwrap()
+        .stdout;
+    std::fs::write(&sample, text).unwrap();
+    env.ok(&["baseline", "create", "--empty", "--sql", sample.to_str().unwrap()]);
+    let source = env.json(&["create", "source", "--baseline", "2"])["port"].as_u64().unwrap() as u16;
+    let url = format!("mysql://root@127.0.0.1:{source}");
+    let data_mb: f64 = common::sql(
+        source,
+        "SELECT ROUND(SUM(DATA_LENGTH + INDEX_LENGTH) / 1e6) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'shop'",
+    )
+    .parse()
+    .unwrap();
+    let dump = env.root.join("shop.sql");
+    let conn = format!("--no-defaults -h127.0.0.1 -P{source} -uroot");
+    let t_dump = sh(&format!("mariadb-dump {conn} --single-transaction --databases shop > {}", dump.display()));
+    eprintln!("sample: {data_mb} MB of data and indexes; mariadb-dump took {t_dump:.1} s");
+
+    // A fresh empty server (a branch of generation 1) for each peer run.
+    let mut n = 0;
+    let mut fresh = || {
+        n += 1;
+        let name = format!("peer-{n}");
+        let p = env.json(&["create", &name, "--baseline", "1"])["port"].as_u64().unwrap() as u16;
+        (name, format!("--no-defaults -h127.0.0.1 -P{p} -uroot"))
+    };
+    let bake_times = |args: &[&str]| -> Vec<f64> {
+        (0..runs)
+            .map(|_| {
+                let t = Instant::now();
+                let mut a = vec!["bake", "--from"];
+                a.extend_from_slice(args);
+                env.ok(&a);
+                t.elapsed().as_secs_f64()
+            })
+            .collect()
+    };
+    let jobs_s = jobs.to_string();
+    let from_file = format!("file:{}", dump.display());
+    let tablespace = bake_times(&[&url]);
+    let logical = bake_times(&[&url, "--logical", "--jobs", &jobs_s]);
+    let from_dump = bake_times(&[&from_file]);
+
+    let mut peer = |script: &dyn Fn(&str) -> String| -> f64 {
+        let (name, target) = fresh();
+        let t = sh(&script(&target));
+        env.ok(&["delete", "--yes", &name]);
+        t
+    };
+    let dump_pipe = peer(&|target| {
+        format!("mariadb-dump {conn} --single-transaction --databases shop | mariadb {target}")
+    });
+    let load_only = peer(&|target| format!("mariadb {target} < {}", dump.display()));
+    let mydumper = which("mydumper") && which("myloader");
+    let (t_mydumper, t_myloader) = if mydumper {
+        let dir = env.root.join("mydumper");
+        let threads = jobs.to_string();
+        let d = sh(&format!(
+            "rm -rf {0} && mydumper -h 127.0.0.1 -P {source} -u root -B shop -t {threads} -r 200000 -o {0}",
+            dir.display()
+        ));
+        let l = peer(&|target| {
+            let port = target.split("-P").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+            format!("myloader -h 127.0.0.1 -P {port} -u root -t {threads} -d {}", dir.display())
+        });
+        (Some(d), Some(l))
+    } else {
+        (None, None)
+    };
+
+    let date = Command::new("date").arg("-u").arg("+%Y-%m-%d %H:%M UTC").output().unwrap().stdout;
+    println!("\n## Bake paths and their peers\n");
+    println!(
+        "Sample scale {scale}: {data_mb} MB of data and indexes in 6 tables; {runs} runs per bake, peers once; {jobs} jobs; {}\n",
+        String::from_utf8_lossy(&date).trim()
+    );
+    println!("| method | min s | median s | max s | `mariadb-dump \\| mariadb` ÷ it | `mariadb < dump` ÷ it |");
+    println!("|---|---|---|---|---|---|");
+    for (name, v) in [
+        ("bake: tablespace path", tablespace),
+        ("bake: logical path", logical),
+        ("bake: from a dump file", from_dump),
+    ] {
+        let (a, m, b) = median(v);
+        println!(
+            "| {name} (whole bake: initialise, load, clean shutdown, snapshot) | {a:.1} | {m:.1} | {b:.1} | {:.1}× | {:.1}× |",
+            dump_pipe / m,
+            load_only / m
+        );
+    }
+    println!("| `mariadb-dump \\| mariadb` | | {dump_pipe:.1} | | 1× | |");
+    println!("| `mariadb < dump` (load only; the dump took {t_dump:.1} s) | | {load_only:.1} | | | 1× |");
+    match (t_mydumper, t_myloader) {
+        (Some(d), Some(l)) => println!(
+            "| mydumper ({d:.1} s) + myloader ({l:.1} s), {jobs} threads | | {:.1} | | {:.1}× | |",
+            d + l,
+            dump_pipe / (d + l)
+        ),
+        _ => println!("| mydumper/myloader | not installed (scripts/bench installs it) | | | | |"),
+    }
+}
+
+fn which(program: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program} >/dev/null"))
+        .status()
+        .is_ok_and(|s| s.success())
+}
