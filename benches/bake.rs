@@ -14,12 +14,20 @@ use std::process::Command;
 use std::time::Instant;
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
 }
 
 fn sh(script: &str) -> f64 {
     let t = Instant::now();
-    let ok = Command::new("sh").arg("-c").arg(script).status().unwrap().success();
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .status()
+        .unwrap()
+        .success();
     assert!(ok, "failed: {script}");
     t.elapsed().as_secs_f64()
 }
@@ -27,7 +35,11 @@ fn sh(script: &str) -> f64 {
 fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = v.len();
-    let m = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    let m = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
     (v[0], m, v[n - 1])
 }
 
@@ -45,8 +57,16 @@ fn main() {
         .unwrap()
         .stdout;
     std::fs::write(&sample, text).unwrap();
-    env.ok(&["baseline", "create", "--empty", "--sql", sample.to_str().unwrap()]);
-    let source = env.json(&["create", "source", "--baseline", "2"])["port"].as_u64().unwrap() as u16;
+    env.ok(&[
+        "baseline",
+        "create",
+        "--empty",
+        "--sql",
+        sample.to_str().unwrap(),
+    ]);
+    let source = env.json(&["create", "source", "--baseline", "2"])["port"]
+        .as_u64()
+        .unwrap() as u16;
     let url = format!("mysql://root@127.0.0.1:{source}");
     let data_mb: f64 = common::sql(
         source,
@@ -56,7 +76,10 @@ fn main() {
     .unwrap();
     let dump = env.root.join("shop.sql");
     let conn = format!("--no-defaults -h127.0.0.1 -P{source} -uroot");
-    let t_dump = sh(&format!("mariadb-dump {conn} --single-transaction --databases shop > {}", dump.display()));
+    let t_dump = sh(&format!(
+        "mariadb-dump {conn} --single-transaction --databases shop > {}",
+        dump.display()
+    ));
     eprintln!("sample: {data_mb} MB of data and indexes; mariadb-dump took {t_dump:.1} s");
 
     // A fresh empty server (a branch of generation 1) for each peer run.
@@ -64,7 +87,9 @@ fn main() {
     let mut fresh = || {
         n += 1;
         let name = format!("peer-{n}");
-        let p = env.json(&["create", &name, "--baseline", "1"])["port"].as_u64().unwrap() as u16;
+        let p = env.json(&["create", &name, "--baseline", "1"])["port"]
+            .as_u64()
+            .unwrap() as u16;
         (name, format!("--no-defaults -h127.0.0.1 -P{p} -uroot"))
     };
     let bake_times = |args: &[&str]| -> Vec<f64> {
@@ -103,15 +128,30 @@ fn main() {
             dir.display()
         ));
         let l = peer(&|target| {
-            let port = target.split("-P").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
-            format!("myloader -h 127.0.0.1 -P {port} -u root -t {threads} -d {}", dir.display())
+            let port = target
+                .split("-P")
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .to_string();
+            format!(
+                "myloader -h 127.0.0.1 -P {port} -u root -t {threads} -d {}",
+                dir.display()
+            )
         });
         (Some(d), Some(l))
     } else {
         (None, None)
     };
 
-    let date = Command::new("date").arg("-u").arg("+%Y-%m-%d %H:%M UTC").output().unwrap().stdout;
+    let date = Command::new("date")
+        .arg("-u")
+        .arg("+%Y-%m-%d %H:%M UTC")
+        .output()
+        .unwrap()
+        .stdout;
     println!("\n## Bake paths and their peers\n");
     println!(
         "Sample scale {scale}: {data_mb} MB of data and indexes in 6 tables; {runs} runs per bake, peers once; {jobs} jobs; {}\n",
@@ -132,7 +172,9 @@ fn main() {
         );
     }
     println!("| `mariadb-dump \\| mariadb` | | {dump_pipe:.1} | | 1× | |");
-    println!("| `mariadb < dump` (load only; the dump took {t_dump:.1} s) | | {load_only:.1} | | | 1× |");
+    println!(
+        "| `mariadb < dump` (load only; the dump took {t_dump:.1} s) | | {load_only:.1} | | | 1× |"
+    );
     match (t_mydumper, t_myloader) {
         (Some(d), Some(l)) => println!(
             "| mydumper ({d:.1} s) + myloader ({l:.1} s), {jobs} threads | | {:.1} | | {:.1}× | |",

@@ -85,6 +85,9 @@ _db__branch() {
             db__branch__subcmd__baseline,list)
                 cmd="db__branch__subcmd__baseline__subcmd__list"
                 ;;
+            db__branch__subcmd__baseline,prune)
+                cmd="db__branch__subcmd__baseline__subcmd__prune"
+                ;;
             db__branch__subcmd__baseline__subcmd__help,create)
                 cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__create"
                 ;;
@@ -93,6 +96,9 @@ _db__branch() {
                 ;;
             db__branch__subcmd__baseline__subcmd__help,list)
                 cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__list"
+                ;;
+            db__branch__subcmd__baseline__subcmd__help,prune)
+                cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__prune"
                 ;;
             db__branch__subcmd__help,bake)
                 cmd="db__branch__subcmd__help__subcmd__bake"
@@ -160,6 +166,9 @@ _db__branch() {
             db__branch__subcmd__help__subcmd__baseline,list)
                 cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__list"
                 ;;
+            db__branch__subcmd__help__subcmd__baseline,prune)
+                cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__prune"
+                ;;
             *)
                 ;;
         esac
@@ -219,7 +228,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__baseline)
-            opts="-y -q -h --config --json --yes --quiet --help create list help"
+            opts="-y -q -h --config --json --yes --quiet --help create list prune help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -263,7 +272,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__baseline__subcmd__help)
-            opts="create list help"
+            opts="create list prune help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -318,7 +327,39 @@ _db__branch() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__help__subcmd__prune)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         db__subcmd__branch__subcmd__baseline__subcmd__list)
+            opts="-y -q -h --config --json --yes --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__prune)
             opts="-y -q -h --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -543,7 +584,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help__subcmd__baseline)
-            opts="create list"
+            opts="create list prune"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -571,6 +612,20 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help__subcmd__baseline__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__baseline__subcmd__prune)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -56,14 +56,15 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand init" -l json -d 'Pr
 complete -c db-branch -n "__fish_db_branch_using_subcommand init" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand init" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand init" -s h -l help -d 'Print help'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -l json -d 'Print results as JSON on stdout'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -s y -l yes -d 'Do not ask for confirmation before destroying data'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -s q -l quiet -d 'Print only errors and requested data'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -s h -l help -d 'Print help'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -f -a "create" -d 'Build a new baseline generation'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -f -a "list" -d 'List baseline generations'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -f -a "create" -d 'Build a new baseline generation'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -f -a "list" -d 'List baseline generations and how many branches use each'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -f -a "prune" -d 'Remove generations no branch uses (the newest is always kept)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -l from-datadir -d 'Copy a datadir that was shut down cleanly' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -l sql -d 'SQL file to run before the baseline is frozen (seed data, masking); repeatable' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
@@ -77,8 +78,14 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from list" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from list" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from prune" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from prune" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from prune" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from prune" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from prune" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "create" -d 'Build a new baseline generation'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "list" -d 'List baseline generations'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "list" -d 'List baseline generations and how many branches use each'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "prune" -d 'Remove generations no branch uses (the newest is always kept)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l baseline -d 'Baseline generation to clone [default: the newest]' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l buffer-pool -d 'InnoDB buffer pool for this branch [default: mysqld.buffer_pool]' -r
@@ -224,4 +231,5 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish
 complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake completions help" -f -a "completions" -d 'Print a shell completion script'
 complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish_seen_subcommand_from init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from baseline" -f -a "create" -d 'Build a new baseline generation'
-complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from baseline" -f -a "list" -d 'List baseline generations'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from baseline" -f -a "list" -d 'List baseline generations and how many branches use each'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from baseline" -f -a "prune" -d 'Remove generations no branch uses (the newest is always kept)'

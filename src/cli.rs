@@ -84,8 +84,10 @@ pub enum Command {
 pub enum BaselineCommand {
     /// Build a new baseline generation
     Create(BaselineCreateArgs),
-    /// List baseline generations
+    /// List baseline generations and how many branches use each
     List,
+    /// Remove generations no branch uses (the newest is always kept)
+    Prune,
 }
 
 #[derive(Debug, Args)]

@@ -14,6 +14,7 @@ pub const CONFIG_ENV: &str = "DB_BRANCH_CONFIG";
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     Btrfs,
+    Zfs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,6 +45,14 @@ pub struct Config {
     pub systemd: SystemdConfig,
     pub client: ClientConfig,
     pub lifecycle: LifecycleConfig,
+    pub zfs: ZfsConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ZfsConfig {
+    /// `POOL/PATH` holding baselines and branches (backend = "zfs"); made by `init`.
+    pub dataset: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -164,6 +173,7 @@ impl Default for Config {
             systemd: SystemdConfig::default(),
             client: ClientConfig::default(),
             lifecycle: LifecycleConfig::default(),
+            zfs: ZfsConfig::default(),
             lock_timeout: Duration(std::time::Duration::from_secs(120)),
         }
     }
@@ -299,6 +309,23 @@ impl Config {
         for arg in &self.mysqld.extra_args {
             validate_extra_arg(arg)?;
         }
+        if self.backend == Backend::Zfs {
+            let ds = &self.zfs.dataset;
+            let valid = !ds.is_empty()
+                && !ds.starts_with('/')
+                && !ds.ends_with('/')
+                && ds.split('/').all(|part| {
+                    !part.is_empty()
+                        && part
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+                });
+            if !valid {
+                return Err(usage(format!(
+                    "backend = \"zfs\" needs [zfs] dataset = \"POOL/PATH\" (got {ds:?})"
+                )));
+            }
+        }
         let prefix = &self.systemd.unit_prefix;
         if prefix.is_empty()
             || !prefix
@@ -385,6 +412,13 @@ unit_dir = "/etc/systemd/system"
     }
 
     #[test]
+    fn zfs_backend_takes_a_dataset() {
+        let c = parse("backend = \"zfs\"\n[zfs]\ndataset = \"tank/db-branch\"\n").unwrap();
+        assert_eq!(c.backend, Backend::Zfs);
+        assert_eq!(c.zfs.dataset, "tank/db-branch");
+    }
+
+    #[test]
     fn unknown_keys_are_named() {
         let e = parse("[mysqld]\nbuffer_pol = \"1G\"\n").unwrap_err();
         assert!(format!("{e:#}").contains("buffer_pol"), "{e:#}");
@@ -406,6 +440,9 @@ unit_dir = "/etc/systemd/system"
                 "long server option",
             ),
             ("[btrfs]\nimage_size = \"10M\"", "too small"),
+            ("backend = \"zfs\"", "dataset"),
+            ("backend = \"zfs\"\n[zfs]\ndataset = \"/tank\"", "dataset"),
+            ("backend = \"zfs\"\n[zfs]\ndataset = \"tank//x\"", "dataset"),
         ] {
             let e = format!("{:#}", parse(text).unwrap_err());
             assert!(e.contains(needle), "{text}: {e}");

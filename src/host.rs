@@ -41,11 +41,15 @@ impl Host {
                 config.btrfs.path.clone(),
                 layout.baseline_streams(),
             )),
+            Backend::Zfs => Arc::new(crate::storage::zfs::ZfsStorage::new(
+                config.zfs.dataset.clone(),
+                &config.root,
+            )),
         };
-        let pool_dir = if config.embedded_pool() {
-            layout.embedded_mount()
-        } else {
-            config.btrfs.path.clone()
+        let pool_dir = match config.backend {
+            Backend::Zfs => config.root.join("zfs"),
+            Backend::Btrfs if config.embedded_pool() => layout.embedded_mount(),
+            Backend::Btrfs => config.btrfs.path.clone(),
         };
         let use_systemd = match config.service_manager {
             ServiceManagerKind::Systemd => true,

@@ -64,6 +64,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Init(a) => commands::init::run(h, a, &out),
         Command::Baseline(BaselineCommand::Create(a)) => commands::baseline::create(h, a, &out),
         Command::Baseline(BaselineCommand::List) => commands::baseline::list(h, &out),
+        Command::Baseline(BaselineCommand::Prune) => commands::baseline::prune(h, &out),
         Command::Create(a) => commands::create::run(h, a, &out),
         Command::Reset(a) => commands::reset::run(h, a, &out),
         Command::Delete(a) => commands::delete::run(h, a, &out),

@@ -248,6 +248,12 @@ fn bad_input_is_refused_clearly_and_changes_nothing() {
             "unit_prefix",
         ),
         case("not toml", "root = \n", &["list"], "config"),
+        case(
+            "zfs without dataset",
+            "backend = \"zfs\"\n",
+            &["list"],
+            "dataset",
+        ),
     ];
     assert!(cases.len() >= 30);
     for c in cases {

@@ -151,6 +151,65 @@ pub fn list(host: &Host, out: &Output) -> Result<()> {
     out.emit(&BaselineList(rows))
 }
 
+#[derive(Debug, Serialize)]
+pub struct PruneRow {
+    pub generation: Generation,
+    /// removed | kept (newest) | kept (used by …)
+    pub action: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+pub struct PruneReport(pub Vec<PruneRow>);
+
+impl Human for PruneReport {
+    fn human(&self) -> String {
+        table(
+            &["GENERATION", "ACTION"],
+            self.0
+                .iter()
+                .map(|r| vec![r.generation.to_string(), r.action.clone()])
+                .collect(),
+        )
+    }
+}
+
+/// Removes generations no branch was cloned from. The newest stays (new branches use it).
+pub fn prune(host: &Host, out: &Output) -> Result<()> {
+    host.storage.prepare(false)?;
+    let _lock = state::lock(
+        &host.layout.locks_dir().join("baseline.lock"),
+        "baseline",
+        host.config.lock_timeout.0,
+    )?;
+    let records = state::list_records(&host.layout)?;
+    let gens = host.storage.baselines()?;
+    let newest = gens.last().copied();
+    let mut rows = Vec::new();
+    for g in gens {
+        let users: Vec<String> = records
+            .iter()
+            .filter(|r| r.baseline == g)
+            .map(|r| r.name.to_string())
+            .collect();
+        let action = if Some(g) == newest {
+            "kept (newest)".to_string()
+        } else if !users.is_empty() {
+            format!("kept (used by {})", users.join(", "))
+        } else {
+            match host.storage.remove_baseline(g) {
+                Ok(()) => "removed".to_string(),
+                Err(e) => format!("kept: {e:#}"),
+            }
+        };
+        rows.push(PruneRow {
+            generation: g,
+            action,
+        });
+    }
+    out.emit(&PruneReport(rows))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,6 +242,21 @@ mod tests {
         assert!(create(&sim.host, &empty(), &OUT).is_err());
         assert_eq!(sim.storage.baselines().unwrap(), vec![Generation(1)]);
         assert!(sim.storage.with_state(|s| s.workspaces.is_empty()));
+    }
+
+    #[test]
+    fn prune_keeps_the_newest_and_used_generations() {
+        let sim = sim_host();
+        create(&sim.host, &empty(), &OUT).unwrap();
+        create(&sim.host, &empty(), &OUT).unwrap();
+        let mut a = crate::cli::CreateArgs::named("a".parse().unwrap());
+        a.baseline = Some(Generation(2));
+        crate::commands::create::create(&sim.host, &a, &OUT).unwrap();
+        prune(&sim.host, &OUT).unwrap();
+        assert_eq!(
+            sim.storage.baselines().unwrap(),
+            vec![Generation(2), Generation(3)]
+        );
     }
 
     #[test]

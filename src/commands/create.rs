@@ -13,7 +13,7 @@ use crate::output::{Human, Output};
 use crate::ports;
 use crate::state;
 use crate::undo::Undo;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::Serialize;
 use std::collections::BTreeSet;
 
@@ -131,6 +131,9 @@ fn apply<'a>(host: &'a Host, record: &mut BranchRecord, undo: &mut Undo<'a>) -> 
     undo.push("destroy the branch's snapshots", move || {
         host.storage.destroy_branch(&n)
     });
+    host.storage
+        .set_branch_metadata(&name, &storage_metadata(record))
+        .context("keeping the branch's metadata with its storage")?;
 
     let n = name.clone();
     undo.push("stop the branch's server", move || {
@@ -145,6 +148,58 @@ fn apply<'a>(host: &'a Host, record: &mut BranchRecord, undo: &mut Undo<'a>) -> 
     state::save_record(&host.layout, record)?;
     drop(reservation);
     Ok(())
+}
+
+/// What the storage keeps of a branch (ZFS user properties), enough to rebuild its record.
+pub fn storage_metadata(record: &BranchRecord) -> std::collections::BTreeMap<String, String> {
+    let mut m = std::collections::BTreeMap::new();
+    m.insert("port".into(), record.port.to_string());
+    m.insert("created".into(), record.created.to_rfc3339());
+    m.insert("baseline".into(), record.baseline.0.to_string());
+    m.insert("buffer_pool".into(), record.buffer_pool.exact());
+    m.insert("profile".into(), record.profile.to_string());
+    m.insert("owner".into(), record.owner.clone());
+    m.insert(
+        "labels".into(),
+        record
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(","),
+    );
+    m
+}
+
+/// A record rebuilt from storage metadata (the pool alone); None when it lacks the basics.
+pub fn record_from_metadata(
+    name: &crate::branch::BranchName,
+    m: &std::collections::BTreeMap<String, String>,
+) -> Option<BranchRecord> {
+    let created = chrono::DateTime::parse_from_rfc3339(m.get("created")?).ok()?;
+    let mut r = BranchRecord::new(
+        name.clone(),
+        Generation(m.get("baseline")?.parse().ok()?),
+        m.get("buffer_pool")?.parse().ok()?,
+        created.with_timezone(&chrono::Utc),
+    );
+    r.port = m.get("port")?.parse().ok()?;
+    r.phase = Phase::Ready;
+    r.owner = m.get("owner").cloned().unwrap_or_default();
+    r.profile = match m.get("profile").map(String::as_str) {
+        Some("durable") => crate::config::Profile::Durable,
+        _ => crate::config::Profile::Test,
+    };
+    r.labels = m
+        .get("labels")
+        .map(|l| {
+            l.split(',')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(r)
 }
 
 fn existing_branch(
@@ -395,6 +450,23 @@ mod tests {
             r.branch.expires_at,
             Some(sim.host.clock.now() + chrono::Duration::hours(2))
         );
+    }
+
+    #[test]
+    fn storage_metadata_rebuilds_the_record() {
+        let sim = sim_host();
+        let mut a = args("a");
+        a.labels = vec!["pr=7".parse().unwrap(), "repo=web".parse().unwrap()];
+        let made = create(&sim.host, &a, &OUT).unwrap();
+        let r = state::load_record(&sim.host.layout, &name("a"))
+            .unwrap()
+            .unwrap();
+        let back = record_from_metadata(&r.name, &storage_metadata(&r)).unwrap();
+        assert_eq!(back.port, made.branch.port);
+        assert_eq!(back.labels, r.labels);
+        assert_eq!(back.buffer_pool, r.buffer_pool);
+        assert_eq!(back.created.timestamp(), r.created.timestamp());
+        assert!(record_from_metadata(&r.name, &Default::default()).is_none());
     }
 
     #[test]

@@ -274,7 +274,21 @@ pub fn orphans(host: &Host, repair: bool) -> Result<Vec<Finding>> {
         }
     }
     for name in host.storage.branches()? {
-        if !recorded.contains(&name) {
+        if recorded.contains(&name) {
+            continue;
+        }
+        // Storage that carries its own metadata (ZFS user properties) gets its record back;
+        // anything else is an orphan.
+        let meta = host.storage.get_branch_metadata(&name).unwrap_or_default();
+        if let Some(record) = super::create::record_from_metadata(&name, &meta) {
+            let outcome = fix(&name, &|| {
+                host.server
+                    .prepare_runtime_dir(&host.layout.branch_dir(&name))?;
+                state::save_record(&host.layout, &record)?;
+                super::write_options(host, &record)
+            });
+            note("record rebuilt from the pool", name.to_string(), outcome);
+        } else {
             let outcome = fix(&name, &|| super::delete::discard(host, &name));
             note("storage without record", name.to_string(), outcome);
         }

@@ -43,18 +43,30 @@ pub struct Status {
     pub service_manager: String,
     pub main_pid: Option<u32>,
     pub pool: Option<crate::storage::PoolInfo>,
+    /// ZFS: used, referenced and written bytes of the branch's dataset.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub space: std::collections::BTreeMap<String, u64>,
 }
 
 impl Human for Status {
     fn human(&self) -> String {
         format!(
-            "{}datadir:  {}\noptions:  {}\nlog:      {}\nmanager:  {}\npid:      {}\npool:     {}\n",
+            "{}datadir:  {}\noptions:  {}\nlog:      {}\nmanager:  {}\npid:      {}\nspace:    {}\npool:     {}\n",
             self.branch.human(),
             self.datadir.display(),
             self.option_file.display(),
             self.error_log.display(),
             self.service_manager,
             self.main_pid.map_or("-".into(), |p| p.to_string()),
+            if self.space.is_empty() {
+                String::new()
+            } else {
+                self.space
+                    .iter()
+                    .map(|(k, v)| format!("{k} {}", crate::values::ByteSize(*v)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
             self.pool.as_ref().map_or("-".into(), |p| {
                 let ram = match (p.ram_backed, p.ram_bytes) {
                     (true, Some(b)) => format!(", in RAM: holds {}", crate::values::ByteSize(b)),
@@ -85,5 +97,6 @@ pub fn status(host: &Host, args: &NameArg, out: &Output) -> Result<()> {
         service_manager: host.services.kind().into(),
         main_pid: host.services.main_pid(&launch(host, name))?,
         pool: host.storage.info().ok(),
+        space: host.storage.branch_space(name).unwrap_or_default(),
     })
 }

@@ -425,6 +425,11 @@ impl Storage for BtrfsStorage {
         Ok(names)
     }
 
+    fn remove_baseline(&self, gen: Generation) -> Result<()> {
+        // btrfs snapshots do not depend on their source: branches keep their data.
+        self.delete_subvolume_if_present(&self.generation_dir(gen))
+    }
+
     fn readiness(&self) -> Vec<Check> {
         let mut checks = Vec::new();
         let kernel = fs::read_to_string("/proc/filesystems").unwrap_or_default();

@@ -6,11 +6,13 @@
 
 pub mod btrfs;
 pub mod sim;
+pub mod zfs;
 
 use crate::branch::{BranchName, Generation};
 use crate::check::Check;
 use anyhow::Result;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -62,4 +64,22 @@ pub trait Storage: Send + Sync {
     fn branches(&self) -> Result<Vec<BranchName>>;
     /// What this backend needs on the host (kernel support, tools, the pool), for `doctor`.
     fn readiness(&self) -> Vec<Check>;
+    /// Removes generation `gen`; refuses, naming them, while branches depend on it.
+    fn remove_baseline(&self, gen: Generation) -> Result<()>;
+    /// Space figures of a branch (ZFS: used, referenced, written); empty where unknown.
+    fn branch_space(&self, _name: &BranchName) -> Result<BTreeMap<String, u64>> {
+        Ok(BTreeMap::new())
+    }
+    /// Keeps a branch's metadata with its storage (ZFS user properties), so the pool alone
+    /// can rebuild db-branch's records. A no-op where the storage cannot hold it.
+    fn set_branch_metadata(
+        &self,
+        _name: &BranchName,
+        _meta: &BTreeMap<String, String>,
+    ) -> Result<()> {
+        Ok(())
+    }
+    fn get_branch_metadata(&self, _name: &BranchName) -> Result<BTreeMap<String, String>> {
+        Ok(BTreeMap::new())
+    }
 }

@@ -155,6 +155,15 @@ impl Storage for SimStorage {
             .collect())
     }
 
+    fn remove_baseline(&self, gen: Generation) -> Result<()> {
+        let mut st = self.check("remove_baseline")?;
+        if st.branches.values().any(|(g, _)| *g == gen) {
+            return Err(anyhow!("baseline {gen} is held by branches"));
+        }
+        st.generations.remove(&gen);
+        Ok(())
+    }
+
     fn readiness(&self) -> Vec<crate::check::Check> {
         vec![crate::check::Check::ok("storage", "sim")]
     }

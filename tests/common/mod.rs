@@ -11,6 +11,26 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 
 pub const SEED_SQL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/seed.sql");
 
+/// The db-branch binary: DB_BRANCH_BIN where the tests run away from the build tree (the
+/// ZFS guest), else the one cargo built.
+pub fn bin() -> String {
+    std::env::var("DB_BRANCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_db-branch").to_string())
+}
+
+/// The seed SQL, from DB_BRANCH_FIXTURES when set.
+pub fn seed_sql() -> String {
+    match std::env::var("DB_BRANCH_FIXTURES") {
+        Ok(dir) => format!("{dir}/seed.sql"),
+        Err(_) => SEED_SQL.to_string(),
+    }
+}
+
+/// The storage under test: btrfs (default) or zfs (DB_BRANCH_TEST_BACKEND=zfs, with a pool
+/// named by DB_BRANCH_TEST_ZPOOL, default `dbbpool`).
+pub fn backend() -> String {
+    std::env::var("DB_BRANCH_TEST_BACKEND").unwrap_or_else(|_| "btrfs".into())
+}
+
 /// Which service manager this run tests, from DB_BRANCH_TEST_SERVICE. Missing is an error,
 /// not a skip: these tests are ignored by default and run on purpose by scripts/test.
 pub fn service() -> String {
@@ -60,10 +80,18 @@ impl Env {
         } else {
             ""
         };
+        let storage = if backend() == "zfs" {
+            let pool = std::env::var("DB_BRANCH_TEST_ZPOOL").unwrap_or_else(|_| "dbbpool".into());
+            format!(
+                "backend = \"zfs\"\n{extra_top}\n[zfs]\ndataset = \"{pool}/t{}-{n}\"\n",
+                std::process::id()
+            )
+        } else {
+            format!("{extra_top}\n[btrfs]\nimage_size = \"{image_size}\"\n")
+        };
         let text = format!(
             "root = \"{}\"\nservice_manager = \"{service}\"\nports = \"{first_port}-{}\"\n\
-             lock_timeout = \"120s\"\n{extra_top}\n\
-             [btrfs]\nimage_size = \"{image_size}\"\n[systemd]\n{unit_dir}unit_prefix = \"{prefix}\"\n{extra_tables}\n",
+             lock_timeout = \"120s\"\n{storage}[systemd]\n{unit_dir}unit_prefix = \"{prefix}\"\n{extra_tables}\n",
             root.display(),
             first_port + 19,
         );
@@ -91,7 +119,7 @@ impl Env {
     pub fn with_baseline() -> Env {
         let env = Env::new("", "");
         env.ok(&["init"]);
-        env.ok(&["baseline", "create", "--empty", "--sql", SEED_SQL]);
+        env.ok(&["baseline", "create", "--empty", "--sql", &seed_sql()]);
         env
     }
 
@@ -101,7 +129,7 @@ impl Env {
 
     /// Runs db-branch as if the time were `now` (DB_BRANCH_FAKE_NOW).
     pub fn run_at(&self, now: Option<chrono::DateTime<chrono::Utc>>, args: &[&str]) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_db-branch"));
+        let mut cmd = Command::new(bin());
         cmd.args(args)
             .env("DB_BRANCH_CONFIG", &self.config)
             .stdin(std::process::Stdio::null());
@@ -185,7 +213,7 @@ impl Drop for Env {
     fn drop(&mut self) {
         // Through the tool first (it knows units and snapshots), then by force, by PID, only
         // what this test started.
-        if let Ok(out) = Command::new(env!("CARGO_BIN_EXE_db-branch"))
+        if let Ok(out) = Command::new(bin())
             .args(["--json", "list"])
             .env("DB_BRANCH_CONFIG", &self.config)
             .output()
@@ -207,6 +235,22 @@ impl Drop for Env {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if backend() == "zfs" {
+            let text = std::fs::read_to_string(&self.config).unwrap_or_default();
+            if let Some(ds) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("dataset = \""))
+                .map(|l| l.trim_end_matches('"').to_string())
+            {
+                for _ in 0..50 {
+                    let ok = Command::new("zfs").args(["destroy", "-r", &ds]).status();
+                    if ok.is_ok_and(|s| s.success()) {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+            }
         }
         let pool = self.pool();
         for attempt in 0..50 {
