@@ -14,7 +14,18 @@ pub const SEED_SQL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/
 /// The db-branch binary: DB_BRANCH_BIN where the tests run away from the build tree (the
 /// ZFS guest), else the one cargo built.
 pub fn bin() -> String {
-    std::env::var("DB_BRANCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_db-branch").to_string())
+    if let Ok(b) = std::env::var("DB_BRANCH_BIN") {
+        return b;
+    }
+    match option_env!("CARGO_BIN_EXE_db-branch") {
+        Some(b) => b.to_string(),
+        // Examples get no CARGO_BIN_EXE_*: the binary sits next to target/<profile>/examples.
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|e| Some(e.parent()?.parent()?.join("db-branch")))
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "db-branch".into()),
+    }
 }
 
 /// The seed SQL, from DB_BRANCH_FIXTURES when set.
