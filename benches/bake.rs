@@ -9,16 +9,10 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use common::bench::{env_or, now_utc, stats, which};
 use common::Env;
 use std::process::Command;
 use std::time::Instant;
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
 
 fn sh(script: &str) -> f64 {
     let t = Instant::now();
@@ -32,39 +26,14 @@ fn sh(script: &str) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
-fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = v.len();
-    let m = if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    };
-    (v[0], m, v[n - 1])
-}
-
 fn main() {
     let scale: u32 = env_or("DBB_BENCH_SCALE", 2);
     let runs: usize = env_or("DBB_BENCH_RUNS", 3);
     let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let env = Env::with_service("process", "24G", "", "");
-    env.ok(&["init"]);
+    // Generation 1: the sample; generation 2: empty, for the peers to load into.
+    let env = Env::with_sample(Env::with_service("process", "24G", "", ""), scale);
     env.ok(&["baseline", "create", "--empty"]);
-    let sample = env.root.join("sample.sql");
-    let text = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/sample-sql"))
-        .arg(scale.to_string())
-        .output()
-        .unwrap()
-        .stdout;
-    std::fs::write(&sample, text).unwrap();
-    env.ok(&[
-        "baseline",
-        "create",
-        "--empty",
-        "--sql",
-        sample.to_str().unwrap(),
-    ]);
-    let source = env.json(&["create", "source", "--baseline", "2"])["port"]
+    let source = env.json(&["create", "source", "--baseline", "1"])["port"]
         .as_u64()
         .unwrap() as u16;
     let url = format!("mysql://root@127.0.0.1:{source}");
@@ -87,7 +56,7 @@ fn main() {
     let mut fresh = || {
         n += 1;
         let name = format!("peer-{n}");
-        let p = env.json(&["create", &name, "--baseline", "1"])["port"]
+        let p = env.json(&["create", &name, "--baseline", "2"])["port"]
             .as_u64()
             .unwrap() as u16;
         (name, format!("--no-defaults -h127.0.0.1 -P{p} -uroot"))
@@ -146,16 +115,10 @@ fn main() {
         (None, None)
     };
 
-    let date = Command::new("date")
-        .arg("-u")
-        .arg("+%Y-%m-%d %H:%M UTC")
-        .output()
-        .unwrap()
-        .stdout;
     println!("\n## Bake paths and their peers\n");
     println!(
         "Sample scale {scale}: {data_mb} MB of data and indexes in 6 tables; {runs} runs per bake, peers once; {jobs} jobs; {}\n",
-        String::from_utf8_lossy(&date).trim()
+        now_utc()
     );
     println!("| method | min s | median s | max s | `mariadb-dump \\| mariadb` ÷ it | `mariadb < dump` ÷ it |");
     println!("|---|---|---|---|---|---|");
@@ -164,7 +127,7 @@ fn main() {
         ("bake: logical path", logical),
         ("bake: from a dump file", from_dump),
     ] {
-        let (a, m, b) = median(v);
+        let (a, m, b) = stats(v);
         println!(
             "| {name} (whole bake: initialise, load, clean shutdown, snapshot) | {a:.1} | {m:.1} | {b:.1} | {:.1}× | {:.1}× |",
             dump_pipe / m,
@@ -183,12 +146,4 @@ fn main() {
         ),
         _ => println!("| mydumper/myloader | not installed (scripts/bench installs it) | | | | |"),
     }
-}
-
-fn which(program: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {program} >/dev/null"))
-        .status()
-        .is_ok_and(|s| s.success())
 }

@@ -10,8 +10,8 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use common::bench::{dir_bytes, env_or, now_utc, stats};
 use common::Env;
-use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
@@ -19,37 +19,6 @@ fn timed(env: &Env, args: &[&str]) -> f64 {
     let t = Instant::now();
     env.ok(args);
     t.elapsed().as_secs_f64()
-}
-
-fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = v.len();
-    let median = if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    };
-    (v[0], median, v[n - 1])
-}
-
-fn dir_bytes(p: &Path) -> u64 {
-    let mut total = 0;
-    for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
-        let m = e.metadata().unwrap();
-        total += if m.is_dir() {
-            dir_bytes(&e.path())
-        } else {
-            m.len()
-        };
-    }
-    total
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
 }
 
 fn main() {
@@ -125,18 +94,12 @@ fn main() {
         "the peer copied everything"
     );
 
-    let date = Command::new("date")
-        .arg("-u")
-        .arg("+%Y-%m-%d %H:%M UTC")
-        .output()
-        .unwrap()
-        .stdout;
     println!("\n## db-branch lifecycle benchmark\n");
     println!(
         "{runs} runs each; baseline: sample scale {scale}, {:.0} MB datadir; service manager: {}; {}\n",
         data as f64 / 1e6,
         env.service,
-        String::from_utf8_lossy(&date).trim()
+        now_utc()
     );
     println!("| operation | min s | median s | max s | `mariadb-dump \\| mariadb` ÷ median |");
     println!("|---|---|---|---|---|");

@@ -10,6 +10,7 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use common::bench::{env_or, now_utc};
 use common::Env;
 use std::process::Command;
 
@@ -19,13 +20,6 @@ const WORKLOADS: [&str; 4] = [
     "oltp_insert",
     "ddl_suite",
 ];
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
 
 fn sysbench(
     port: u16,
@@ -152,16 +146,10 @@ fn main() {
         }
     }
 
-    let date = Command::new("date")
-        .arg("-u")
-        .arg("+%Y-%m-%d %H:%M UTC")
-        .output()
-        .unwrap()
-        .stdout;
     println!("\n## Profiles and pools (sysbench)\n");
     println!(
         "{threads} threads, {seconds} s per run, 4 tables × {rows} rows; a fresh branch (reset) per run; {}\n",
-        String::from_utf8_lossy(&date).trim()
+        now_utc()
     );
     println!("| pool | workload | durable /s (p95 ms) | test /s (p95 ms) | test ÷ durable |");
     println!("|---|---|---|---|---|");

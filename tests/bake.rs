@@ -7,23 +7,7 @@ use common::{checksum, sql, Env};
 use serde_json::Value;
 
 fn source_env() -> (Env, u16) {
-    let env = Env::new("", "");
-    env.ok(&["init"]);
-    let sample = env.root.join("shop.sql");
-    let text =
-        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/sample-sql"))
-            .arg("1")
-            .output()
-            .unwrap()
-            .stdout;
-    std::fs::write(&sample, text).unwrap();
-    env.ok(&[
-        "baseline",
-        "create",
-        "--empty",
-        "--sql",
-        sample.to_str().unwrap(),
-    ]);
+    let env = Env::with_sample(Env::new("", ""), 1);
     let port = env.json(&["create", "source"])["port"].as_u64().unwrap() as u16;
     // Everything that must come along besides tables.
     sql(

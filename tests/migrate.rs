@@ -6,27 +6,6 @@ mod common;
 use common::{checksum, Env};
 use serde_json::Value;
 
-fn shop_env() -> Env {
-    let env = Env::new("", "");
-    env.ok(&["init"]);
-    let sample = env.root.join("shop.sql");
-    let sql =
-        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/sample-sql"))
-            .arg("1")
-            .output()
-            .unwrap()
-            .stdout;
-    std::fs::write(&sample, sql).unwrap();
-    env.ok(&[
-        "baseline",
-        "create",
-        "--empty",
-        "--sql",
-        sample.to_str().unwrap(),
-    ]);
-    env
-}
-
 /// A migration command: one SQL statement through the mariadb client, using the
 /// connection details migrate-check puts in the environment.
 fn migration(sql: &str) -> Vec<String> {
@@ -47,19 +26,10 @@ fn check(env: &Env, flags: &[&str], command: &[String]) -> std::process::Output 
     env.run(&args)
 }
 
-fn names(env: &Env) -> Vec<String> {
-    env.json(&["list"])
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[test]
 #[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
 fn instant_change_is_in_place_and_a_type_change_is_a_copy_that_fails_a_tight_limit() {
-    let env = shop_env();
+    let env = Env::with_sample(Env::new("", ""), 1);
     let other = env.json(&["create", "other"])["port"].as_u64().unwrap() as u16;
     let other_sum = checksum(other);
 
@@ -133,7 +103,7 @@ fn instant_change_is_in_place_and_a_type_change_is_a_copy_that_fails_a_tight_lim
     );
 
     // The baseline and other branches are untouched; the throw-away branches are gone.
-    assert_eq!(names(&env), ["other"]);
+    assert_eq!(env.names(), ["other"]);
     assert_eq!(checksum(other), other_sum);
     let gens = env.json(&["baseline", "list"]);
     assert_eq!(gens.as_array().unwrap().len(), 1);
@@ -144,7 +114,7 @@ fn instant_change_is_in_place_and_a_type_change_is_a_copy_that_fails_a_tight_lim
 #[test]
 #[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
 fn a_failing_migration_fails_with_its_output_shown_and_leaves_nothing() {
-    let env = shop_env();
+    let env = Env::with_sample(Env::new("", ""), 1);
     let out = check(
         &env,
         &[],
@@ -158,14 +128,14 @@ fn a_failing_migration_fails_with_its_output_shown_and_leaves_nothing() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("boom-from-migration"), "{err}");
     assert!(err.contains("exit 3"), "{err}");
-    assert!(names(&env).is_empty());
+    assert!(env.names().is_empty());
     assert!(env.server_pids().is_empty());
 }
 
 #[test]
 #[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
 fn a_named_existing_branch_is_reset_checked_and_kept() {
-    let env = shop_env();
+    let env = Env::with_sample(Env::new("", ""), 1);
     let port = env.json(&["create", "pr-9"])["port"].as_u64().unwrap() as u16;
     common::sql(port, "DROP TABLE shop.reviews");
     let out = check(
@@ -181,7 +151,7 @@ fn a_named_existing_branch_is_reset_checked_and_kept() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["kept"], true);
     assert_eq!(report["statements"][0]["rows_affected"], 5000);
-    assert_eq!(names(&env), ["pr-9"]);
+    assert_eq!(env.names(), ["pr-9"]);
     // It was reset first: the dropped table is back.
     assert_eq!(
         common::sql(port, "SHOW TABLES FROM shop LIKE 'reviews'"),

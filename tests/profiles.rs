@@ -43,14 +43,7 @@ fn test_profile_relaxes_durability_and_durable_keeps_it() {
                 .unwrap();
         }
     }
-    let mut status = env.json(&["status", "fast"]);
-    for _ in 0..100 {
-        if status["state"] == "failed" {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        status = env.json(&["status", "fast"]);
-    }
+    let status = env.wait_state("fast", "failed");
     assert_eq!(status["state"], "failed", "{status}");
     assert_eq!(status["unclean"], true);
     assert!(env.ok(&["status", "fast"]).contains("unclean: reset it"));

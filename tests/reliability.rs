@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{checksum, sql, Env};
+use common::{checksum, port, sql, Env};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::process::Output;
@@ -55,19 +55,6 @@ fn assert_clean(env: &Env, after: &str) {
     );
 }
 
-fn names(env: &Env) -> Vec<String> {
-    env.json(&["list"])
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn port(v: &Value) -> u16 {
-    v["port"].as_u64().unwrap() as u16
-}
-
 #[test]
 #[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
 fn every_failpoint_is_put_right_by_the_next_command_or_doctor_repair() {
@@ -96,7 +83,7 @@ fn every_failpoint_is_put_right_by_the_next_command_or_doctor_repair() {
                 } else {
                     // Or the repair takes it all away.
                     env.ok(&["doctor", "--repair"]);
-                    assert!(!names(&env).contains(&"victim".to_string()), "{fp}");
+                    assert!(!env.names().contains(&"victim".to_string()), "{fp}");
                 }
             }
             "reset" => {
@@ -113,7 +100,7 @@ fn every_failpoint_is_put_right_by_the_next_command_or_doctor_repair() {
                 env.ok(&["create", "victim"]);
                 with_failpoint(&env, fp, &["delete", "--yes", "victim"]);
                 env.ok(&["delete", "--yes", "victim"]);
-                assert!(!names(&env).contains(&"victim".to_string()), "{fp}");
+                assert!(!env.names().contains(&"victim".to_string()), "{fp}");
                 assert!(!env.pool().join("branches/victim").exists(), "{fp}");
             }
             "baseline" => {
@@ -190,9 +177,9 @@ fn every_failpoint_is_put_right_by_the_next_command_or_doctor_repair() {
                     ]);
                 }
                 with_failpoint(&env, fp, &["--yes", "gc"]);
-                assert_eq!(names(&env).len(), 2, "{fp}: one deleted before the crash");
+                assert_eq!(env.names().len(), 2, "{fp}: one deleted before the crash");
                 env.ok(&["--yes", "gc"]);
-                assert_eq!(names(&env), ["reference"], "{fp}");
+                assert_eq!(env.names(), ["reference"], "{fp}");
             }
             other => panic!("failpoint of unknown command {other}"),
         }
@@ -201,7 +188,7 @@ fn every_failpoint_is_put_right_by_the_next_command_or_doctor_repair() {
     assert_eq!(covered.len(), db_branch::failpoint::ALL.len());
     // The bystander never noticed.
     assert_eq!(checksum(reference), clean);
-    assert_eq!(names(&env), ["reference"]);
+    assert_eq!(env.names(), ["reference"]);
 }
 
 #[test]
@@ -387,7 +374,7 @@ fn a_full_pool_gives_a_clear_error_keeps_the_others_and_recovers_after_delete() 
         err.contains("full") && err.contains("btrfs.min_free"),
         "{err}"
     );
-    assert_eq!(names(&env), ["filler", "other"], "nothing half-made");
+    assert_eq!(env.names(), ["filler", "other"], "nothing half-made");
     assert_eq!(checksum(other), clean, "the other branch is intact");
 
     env.ok(&["delete", "--yes", "filler"]);
@@ -441,14 +428,7 @@ fn a_runaway_branch_dies_alone() {
         err.contains("Lost connection"),
         "the hog was not stopped: {err}"
     );
-    let mut status = env.json(&["status", "hog"]);
-    for _ in 0..100 {
-        if status["state"] == "failed" {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        status = env.json(&["status", "hog"]);
-    }
+    let status = env.wait_state("hog", "failed");
     assert_eq!(status["state"], "failed", "{status}");
     assert_eq!(status["unclean"], true);
     assert_eq!(env.json(&["status", "calm"])["state"], "running");

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{checksum, sql, Env};
+use common::{checksum, port, sql, Env};
 use std::process::Command;
 
 fn zfs(args: &[&str]) -> String {
@@ -16,10 +16,6 @@ fn zfs(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
-}
-
-fn port(v: &serde_json::Value) -> u16 {
-    v["port"].as_u64().unwrap() as u16
 }
 
 #[test]

@@ -310,3 +310,108 @@ pub fn sql(port: u16, query: &str) -> String {
 pub fn checksum(port: u16) -> String {
     sql(port, "CHECKSUM TABLE shop.customers, shop.orders")
 }
+
+/// The port in a branch view (`create`, `status`, a `list` item).
+pub fn port(v: &serde_json::Value) -> u16 {
+    v["port"].as_u64().expect("a port") as u16
+}
+
+impl Env {
+    /// Names of the branches `list` shows.
+    pub fn names(&self) -> Vec<String> {
+        self.json(&["list"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// A fresh root, initialised, with generation 1 made from `scripts/sample-sql SCALE`.
+    pub fn with_sample(env: Env, scale: u32) -> Env {
+        env.ok(&["init"]);
+        let sample = env.root.join("sample.sql");
+        let text = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/sample-sql"))
+            .arg(scale.to_string())
+            .output()
+            .expect("scripts/sample-sql")
+            .stdout;
+        std::fs::write(&sample, text).unwrap();
+        env.ok(&[
+            "baseline",
+            "create",
+            "--empty",
+            "--sql",
+            sample.to_str().unwrap(),
+        ]);
+        env
+    }
+
+    /// Polls `status NAME` until its state is `state` (a killed server takes a moment).
+    pub fn wait_state(&self, name: &str, state: &str) -> serde_json::Value {
+        let mut status = self.json(&["status", name]);
+        for _ in 0..100 {
+            if status["state"] == state {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            status = self.json(&["status", name]);
+        }
+        status
+    }
+}
+
+/// Helpers of the benchmarks (not tests): figures, sizes, the environment.
+pub mod bench {
+    use std::path::Path;
+    use std::process::Command;
+
+    /// (min, median, max).
+    pub fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        (v[0], median, v[n - 1])
+    }
+
+    /// Apparent size of a directory tree.
+    pub fn dir_bytes(p: &Path) -> u64 {
+        let mut total = 0;
+        for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+            let m = e.metadata().unwrap();
+            total += if m.is_dir() {
+                dir_bytes(&e.path())
+            } else {
+                m.len()
+            };
+        }
+        total
+    }
+
+    pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+        std::env::var(name)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    }
+
+    pub fn now_utc() -> String {
+        let out = Command::new("date")
+            .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    pub fn which(program: &str) -> bool {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {program} >/dev/null"))
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
