@@ -23,6 +23,8 @@ pub struct SimState {
     pub fail_once: Option<&'static str>,
     pub rollbacks: usize,
     pub ram_backed: bool,
+    /// Metadata kept with storage (as ZFS does); set by tests.
+    pub metadata: BTreeMap<BranchName, BTreeMap<String, String>>,
 }
 
 impl SimStorage {
@@ -153,6 +155,17 @@ impl Storage for SimStorage {
             .keys()
             .cloned()
             .collect())
+    }
+
+    fn get_branch_metadata(&self, name: &BranchName) -> Result<BTreeMap<String, String>> {
+        Ok(self
+            .state
+            .lock()
+            .unwrap()
+            .metadata
+            .get(name)
+            .cloned()
+            .unwrap_or_default())
     }
 
     fn remove_baseline(&self, gen: Generation) -> Result<()> {
