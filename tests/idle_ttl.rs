@@ -190,16 +190,7 @@ fn timer_units_are_valid_and_run_under_systemd() {
     // The units as init renders them pass systemd-analyze verify, warnings included.
     let dir = env.root.join("units-check");
     std::fs::create_dir_all(&dir).unwrap();
-    let units =
-        db_branch::service::systemd::render_units(&db_branch::service::systemd::UnitParams {
-            root: &env.root,
-            pool: &env.pool(),
-            mysqld: std::path::Path::new("/usr/sbin/mariadbd"),
-            user: "mysql",
-            prefix: "mysqld",
-            bin: std::path::Path::new(env!("CARGO_BIN_EXE_db-branch")),
-            config: Some(&env.config),
-        });
+    let units = env.rendered_units();
     let mut paths = Vec::new();
     for (file, text) in &units {
         // A template is verified as one of its instances.

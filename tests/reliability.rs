@@ -465,16 +465,7 @@ fn servers_are_confined_and_state_files_private() {
     // The unit as installed, reviewed by systemd itself.
     let dir = env.root.join("security-check");
     std::fs::create_dir_all(&dir).unwrap();
-    let units =
-        db_branch::service::systemd::render_units(&db_branch::service::systemd::UnitParams {
-            root: &env.root,
-            pool: &env.pool(),
-            mysqld: std::path::Path::new("/usr/sbin/mariadbd"),
-            user: "mysql",
-            prefix: "mysqld",
-            bin: std::path::Path::new(env!("CARGO_BIN_EXE_db-branch")),
-            config: Some(&env.config),
-        });
+    let units = env.rendered_units();
     let unit = dir.join("mysqld@check.service");
     std::fs::write(&unit, &units[0].1).unwrap();
     let out = std::process::Command::new("systemd-analyze")

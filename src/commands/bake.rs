@@ -9,7 +9,6 @@ use crate::error::usage;
 use crate::host::Host;
 use crate::output::{bytes, table, Human, Output};
 use crate::server::bake::{BakeProgress, BakeRequest, BakeSource, BakeSummary};
-use crate::state;
 use crate::undo::Undo;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -173,11 +172,7 @@ pub fn run(host: &Host, args: &BakeArgs, out: &Output) -> Result<()> {
     }
     host.storage.prepare(false)?;
     super::check_free_space(host)?;
-    let _lock = state::lock(
-        &host.layout.locks_dir().join("baseline.lock"),
-        "baseline",
-        host.config.lock_timeout.0,
-    )?;
+    let _lock = crate::commands::baseline_lock(host)?;
     let generation = host
         .storage
         .baselines()?

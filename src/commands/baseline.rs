@@ -38,11 +38,7 @@ pub fn create(host: &Host, args: &BaselineCreateArgs, out: &Output) -> Result<()
     }
     host.storage.prepare(false)?;
     // One baseline build at a time; branch commands are not held up by it.
-    let _lock = state::lock(
-        &host.layout.locks_dir().join("baseline.lock"),
-        "baseline",
-        host.config.lock_timeout.0,
-    )?;
+    let _lock = crate::commands::baseline_lock(host)?;
     crate::commands::check_free_space(host)?;
     let generation = host
         .storage
@@ -177,11 +173,7 @@ impl Human for PruneReport {
 /// Removes generations no branch was cloned from. The newest stays (new branches use it).
 pub fn prune(host: &Host, out: &Output) -> Result<()> {
     host.storage.prepare(false)?;
-    let _lock = state::lock(
-        &host.layout.locks_dir().join("baseline.lock"),
-        "baseline",
-        host.config.lock_timeout.0,
-    )?;
+    let _lock = crate::commands::baseline_lock(host)?;
     let records = state::list_records(&host.layout)?;
     let gens = host.storage.baselines()?;
     let newest = gens.last().copied();

@@ -310,7 +310,10 @@ pub fn orphans(host: &Host, repair: bool) -> Result<Vec<Finding>> {
             };
             // A record the repair above just rebuilt counts too.
             let has_record = recorded.contains(&name)
-                || state::load_record(&host.layout, &name).ok().flatten().is_some();
+                || state::load_record(&host.layout, &name)
+                    .ok()
+                    .flatten()
+                    .is_some();
             if !has_record && entry.path().is_dir() {
                 let outcome = fix(&name, &|| state::remove_branch_dir(&host.layout, &name));
                 note("directory without record", name.to_string(), outcome);
@@ -432,15 +435,22 @@ mod rebuild_tests {
     fn a_lost_record_comes_back_from_storage_metadata() {
         let sim = sim_host();
         let made = create(&sim.host, &CreateArgs::named(name("a")), &OUT).unwrap();
-        let r = state::load_record(&sim.host.layout, &name("a")).unwrap().unwrap();
-        sim.storage.with_state(|s| s.metadata.insert(name("a"), storage_metadata(&r)));
+        let r = state::load_record(&sim.host.layout, &name("a"))
+            .unwrap()
+            .unwrap();
+        sim.storage
+            .with_state(|s| s.metadata.insert(name("a"), storage_metadata(&r)));
         std::fs::remove_file(sim.host.layout.record_file(&name("a"))).unwrap();
         let fixed = orphans(&sim.host, true).unwrap();
         assert!(
-            fixed.iter().any(|f| f.kind == "record rebuilt from the pool" && f.action == "repaired"),
+            fixed
+                .iter()
+                .any(|f| f.kind == "record rebuilt from the pool" && f.action == "repaired"),
             "{fixed:?}"
         );
-        let back = state::load_record(&sim.host.layout, &name("a")).unwrap().unwrap();
+        let back = state::load_record(&sim.host.layout, &name("a"))
+            .unwrap()
+            .unwrap();
         assert_eq!(back.port, made.branch.port);
         assert!(orphans(&sim.host, false).unwrap().is_empty());
     }

@@ -85,6 +85,15 @@ pub fn branch_lock(host: &Host, name: &BranchName) -> Result<LockGuard> {
     )
 }
 
+/// One baseline build or prune at a time; branch commands are not held up by it.
+pub fn baseline_lock(host: &Host) -> Result<LockGuard> {
+    state::lock(
+        &host.layout.locks_dir().join("baseline.lock"),
+        "baseline",
+        host.config.lock_timeout.0,
+    )
+}
+
 pub fn host_lock(host: &Host) -> Result<LockGuard> {
     state::lock(&host.layout.host_lock(), "host", host.config.lock_timeout.0)
 }

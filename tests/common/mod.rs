@@ -347,6 +347,20 @@ impl Env {
         env
     }
 
+    /// The systemd units `init` would install for this root, as (file name, text).
+    pub fn rendered_units(&self) -> Vec<(String, String)> {
+        let bin = bin();
+        db_branch::service::systemd::render_units(&db_branch::service::systemd::UnitParams {
+            root: &self.root,
+            pool: &self.pool(),
+            mysqld: std::path::Path::new("/usr/sbin/mariadbd"),
+            user: "mysql",
+            prefix: "mysqld",
+            bin: std::path::Path::new(&bin),
+            config: Some(&self.config),
+        })
+    }
+
     /// Polls `status NAME` until its state is `state` (a killed server takes a moment).
     pub fn wait_state(&self, name: &str, state: &str) -> serde_json::Value {
         let mut status = self.json(&["status", name]);
