@@ -197,22 +197,7 @@ fn main() {
 
     // 1. The sample database (the shop schema plus many small tables); scale 1 ≈ 180 MB.
     let scale = (o.size_mb / 180).max(1);
-    let sample = env.root.join("sample.sql");
-    let text = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/sample-sql"))
-        .arg(scale.to_string())
-        .output()
-        .unwrap()
-        .stdout;
-    std::fs::write(&sample, text).unwrap();
-    let (t_baseline, _) = timed(|| {
-        env.ok(&[
-            "baseline",
-            "create",
-            "--empty",
-            "--sql",
-            sample.to_str().unwrap(),
-        ])
-    });
+    let t_baseline = env.sample_baseline(scale as u32);
     let datadir_bytes = dir_bytes(&env.pool().join("baselines/gen-000001"));
     eprintln!(
         "suite: baseline {:.0} MB in {t_baseline:.1} s",

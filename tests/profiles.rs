@@ -60,14 +60,7 @@ fn ram_env(image_size: &str) -> Env {
 #[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
 fn ram_pool_that_would_not_fit_is_refused() {
     let env = ram_env("64T");
-    let out = env.run(&["init"]);
-    assert_eq!(
-        out.status.code(),
-        Some(75),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = env.expect_code(&["init"], 75);
     assert!(err.contains("RAM") && err.contains("image_size"), "{err}");
     let layout = db_branch::layout::Layout::new(&env.root);
     assert!(!layout.image_file(std::path::Path::new("/dev/shm")).exists());

@@ -362,14 +362,7 @@ fn a_full_pool_gives_a_clear_error_keeps_the_others_and_recovers_after_delete() 
     assert!(full, "the pool never filled");
     std::process::Command::new("sync").status().unwrap();
 
-    let out = env.run(&["create", "newbie"]);
-    assert_eq!(
-        out.status.code(),
-        Some(75),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = env.expect_code(&["create", "newbie"], 75);
     assert!(
         err.contains("full") && err.contains("btrfs.min_free"),
         "{err}"

@@ -330,21 +330,36 @@ impl Env {
     /// A fresh root, initialised, with generation 1 made from `scripts/sample-sql SCALE`.
     pub fn with_sample(env: Env, scale: u32) -> Env {
         env.ok(&["init"]);
-        let sample = env.root.join("sample.sql");
+        env.sample_baseline(scale);
+        env
+    }
+
+    /// Makes the next generation from `scripts/sample-sql SCALE`; returns the seconds it took.
+    pub fn sample_baseline(&self, scale: u32) -> f64 {
+        let sample = self.root.join("sample.sql");
         let text = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/sample-sql"))
             .arg(scale.to_string())
             .output()
             .expect("scripts/sample-sql")
             .stdout;
         std::fs::write(&sample, text).unwrap();
-        env.ok(&[
+        let start = std::time::Instant::now();
+        self.ok(&[
             "baseline",
             "create",
             "--empty",
             "--sql",
             sample.to_str().unwrap(),
         ]);
-        env
+        start.elapsed().as_secs_f64()
+    }
+
+    /// Runs db-branch expecting exit `code`; returns its stderr.
+    pub fn expect_code(&self, args: &[&str], code: i32) -> String {
+        let out = self.run(args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(code), "db-branch {args:?}: {err}");
+        err
     }
 
     /// The systemd units `init` would install for this root, as (file name, text).
