@@ -117,7 +117,7 @@ fn main() {
 
     println!("\n## Bake paths and their peers\n");
     println!(
-        "Sample scale {scale}: {data_mb} MB of data and indexes in 6 tables; {runs} runs per bake, peers once; {jobs} jobs; {}\n",
+        "Sample scale {scale}: {data_mb} MB of data and indexes in 30 tables; {runs} runs per bake, peers once; {jobs} jobs; {}\n",
         now_utc()
     );
     println!("| method | min s | median s | max s | `mariadb-dump \\| mariadb` ÷ it | `mariadb < dump` ÷ it |");
