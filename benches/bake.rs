@@ -51,26 +51,43 @@ fn main() {
     ));
     eprintln!("sample: {data_mb} MB of data and indexes; mariadb-dump took {t_dump:.1} s");
 
-    // A fresh empty server (a branch of generation 1) for each peer run.
+    // A fresh empty server for each peer run (a branch of the empty generation 2), with
+    // MariaDB's default durability, as a standalone restore target has.
     let mut n = 0;
     let mut fresh = || {
         n += 1;
         let name = format!("peer-{n}");
-        let p = env.json(&["create", &name, "--baseline", "2"])["port"]
+        let p = env.json(&["create", &name, "--baseline", "2", "--profile", "durable"])["port"]
             .as_u64()
             .unwrap() as u16;
         (name, format!("--no-defaults -h127.0.0.1 -P{p} -uroot"))
     };
-    let bake_times = |args: &[&str]| -> Vec<f64> {
-        (0..runs)
+    // Times of each run, and the phases of the last one (`bake --json`).
+    let bake_times = |args: &[&str]| -> (Vec<f64>, String) {
+        let mut phases = String::new();
+        let times = (0..runs)
             .map(|_| {
                 let t = Instant::now();
                 let mut a = vec!["bake", "--from"];
                 a.extend_from_slice(args);
-                env.ok(&a);
+                let report = env.json(&a);
+                phases = report["phases"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{} {:.1} s",
+                            p["name"].as_str().unwrap(),
+                            p["seconds"].as_f64().unwrap()
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 t.elapsed().as_secs_f64()
             })
-            .collect()
+            .collect();
+        (times, phases)
     };
     let jobs_s = jobs.to_string();
     let from_file = format!("file:{}", dump.display());
@@ -88,6 +105,13 @@ fn main() {
         format!("mariadb-dump {conn} --single-transaction --databases shop | mariadb {target}")
     });
     let load_only = peer(&|target| format!("mariadb {target} < {}", dump.display()));
+    // The same load into a relaxed-durability server (db-branch's test profile), for reference.
+    let relaxed = common::port(&env.json(&["create", "peer-relaxed", "--baseline", "2"]));
+    let load_relaxed = sh(&format!(
+        "mariadb --no-defaults -h127.0.0.1 -P{relaxed} -uroot < {}",
+        dump.display()
+    ));
+    env.ok(&["delete", "--yes", "peer-relaxed"]);
     let mydumper = which("mydumper") && which("myloader");
     let (t_mydumper, t_myloader) = if mydumper {
         let dir = env.root.join("mydumper");
@@ -122,7 +146,8 @@ fn main() {
     );
     println!("| method | min s | median s | max s | `mariadb-dump \\| mariadb` ÷ it | `mariadb < dump` ÷ it |");
     println!("|---|---|---|---|---|---|");
-    for (name, v) in [
+    let mut breakdown = Vec::new();
+    for (name, (v, phases)) in [
         ("bake: tablespace path", tablespace),
         ("bake: logical path", logical),
         ("bake: from a dump file", from_dump),
@@ -133,6 +158,7 @@ fn main() {
             dump_pipe / m,
             load_only / m
         );
+        breakdown.push(format!("- {name}: {phases}"));
     }
     println!("| `mariadb-dump \\| mariadb` | | {dump_pipe:.1} | | 1× | |");
     println!(
@@ -145,5 +171,14 @@ fn main() {
             dump_pipe / (d + l)
         ),
         _ => println!("| mydumper/myloader | not installed (scripts/bench installs it) | | | | |"),
+    }
+    println!(
+        "| `mariadb < dump` into a relaxed-durability server (db-branch's test profile) | | {load_relaxed:.1} | | | {:.1}× |",
+        load_only / load_relaxed
+    );
+    println!("\nPeers load into servers with MariaDB's default durability, as a standalone restore would; the last row shows the same load into a relaxed server.\n");
+    println!("Where a bake's time goes (last run):\n");
+    for line in breakdown {
+        println!("{line}");
     }
 }

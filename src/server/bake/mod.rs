@@ -232,7 +232,8 @@ pub fn bake(
     let mut summary = BakeSummary::default();
     if !matches!(req.source, BakeSource::Datadir(_)) {
         phases.start("initialise", 0);
-        server.initialize(req.datadir, &req.work.join("tmp"))?;
+        let cache = req.work.parent().unwrap_or(req.work);
+        server.initialize_cached(req.datadir, &req.work.join("tmp"), cache)?;
     }
     server.give_to_server_user(req.datadir)?;
     check_cancel(req.cancel)?;
