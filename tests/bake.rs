@@ -208,7 +208,7 @@ fn bad_sources_fail_clearly_and_an_interrupted_bake_leaves_nothing() {
     sql(source, "DROP TABLE shop.legacy");
 
     // Interrupted by SIGTERM part-way through a logical copy.
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_db-branch"))
+    let child = std::process::Command::new(common::bin())
         .args(["bake", "--from", &url, "--logical", "--jobs", "1"])
         .env("DB_BRANCH_CONFIG", &env.config)
         .stderr(std::process::Stdio::piped())

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::process::Output;
 
 fn with_failpoint(env: &Env, failpoint: &str, args: &[&str]) -> Output {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_db-branch"))
+    let out = std::process::Command::new(common::bin())
         .args(args)
         .env("DB_BRANCH_CONFIG", &env.config)
         .env("DB_BRANCH_FAILPOINT", failpoint)
