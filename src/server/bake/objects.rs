@@ -31,43 +31,54 @@ pub fn copy_objects(
             (db,),
         )?;
         for (name, kind) in routines {
-            let row: Option<mysql::Row> =
-                source.query_first(format!("SHOW CREATE {kind} {}.{}", quote(db), quote(&name)))?;
-            if let Some(sql) = row.and_then(|r| r.get::<Option<String>, _>(2)).flatten() {
-                target
-                    .query_drop(sql)
-                    .with_context(|| format!("creating {kind} {db}.{name}"))?;
-            }
+            recreate(source, target, &kind, db, &name, 2)?;
         }
         let triggers: Vec<String> = source.exec(
             "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? ORDER BY ACTION_ORDER",
             (db,),
         )?;
         for name in triggers {
-            let row: Option<mysql::Row> = source.query_first(format!(
-                "SHOW CREATE TRIGGER {}.{}",
-                quote(db),
-                quote(&name)
-            ))?;
-            if let Some(sql) = row.and_then(|r| r.get::<Option<String>, _>(2)).flatten() {
-                target
-                    .query_drop(sql)
-                    .with_context(|| format!("creating trigger {db}.{name}"))?;
-            }
+            recreate(source, target, "TRIGGER", db, &name, 2)?;
         }
         let events: Vec<String> = source.exec(
             "SELECT EVENT_NAME FROM information_schema.EVENTS WHERE EVENT_SCHEMA = ?",
             (db,),
         )?;
         for name in events {
-            let row: Option<mysql::Row> =
-                source.query_first(format!("SHOW CREATE EVENT {}.{}", quote(db), quote(&name)))?;
-            if let Some(sql) = row.and_then(|r| r.get::<Option<String>, _>(3)).flatten() {
-                target
-                    .query_drop(sql)
-                    .with_context(|| format!("creating event {db}.{name}"))?;
-            }
+            recreate(source, target, "EVENT", db, &name, 3)?;
         }
+    }
+    Ok(())
+}
+
+/// The statement `SHOW CREATE <kind>` gives for an object (in result column `column`).
+fn show_create(
+    source: &mut mysql::Conn,
+    kind: &str,
+    db: &str,
+    name: &str,
+    column: usize,
+) -> Result<Option<String>> {
+    let row: Option<mysql::Row> =
+        source.query_first(format!("SHOW CREATE {kind} {}.{}", quote(db), quote(name)))?;
+    Ok(row
+        .and_then(|r| r.get::<Option<String>, _>(column))
+        .flatten())
+}
+
+/// Creates an object on the target as the source defines it.
+fn recreate(
+    source: &mut mysql::Conn,
+    target: &mut mysql::Conn,
+    kind: &str,
+    db: &str,
+    name: &str,
+    column: usize,
+) -> Result<()> {
+    if let Some(sql) = show_create(source, kind, db, name, column)? {
+        target
+            .query_drop(sql)
+            .with_context(|| format!("creating {} {db}.{name}", kind.to_lowercase()))?;
     }
     Ok(())
 }
@@ -107,9 +118,7 @@ fn copy_views(source: &mut mysql::Conn, target: &mut mysql::Conn, db: &str) -> R
     )?;
     let mut pending: Vec<(String, String)> = Vec::new();
     for name in names {
-        let row: Option<mysql::Row> =
-            source.query_first(format!("SHOW CREATE VIEW {}.{}", quote(db), quote(&name)))?;
-        if let Some(sql) = row.and_then(|r| r.get::<Option<String>, _>(1)).flatten() {
+        if let Some(sql) = show_create(source, "VIEW", db, &name, 1)? {
             pending.push((name, sql));
         }
     }
