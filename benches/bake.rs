@@ -6,11 +6,8 @@
 //!
 //! Environment: DBB_BENCH_SCALE (default 2 ≈ 360 MB datadir), DBB_BENCH_RUNS (default 3).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
-use common::bench::{env_or, now_utc, stats, which};
-use common::Env;
+use db_branch::testkit::bench::{env_or, now_utc, stats, which};
+use db_branch::testkit::TestEnv;
 use std::process::Command;
 use std::time::Instant;
 
@@ -31,13 +28,13 @@ fn main() {
     let runs: usize = env_or("DBB_BENCH_RUNS", 3);
     let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
     // Generation 1: the sample; generation 2: empty, for the peers to load into.
-    let env = Env::with_sample(Env::with_service("process", "24G", "", ""), scale);
-    env.ok(&["baseline", "create", "--empty"]);
+    let env = TestEnv::with_sample(TestEnv::with_service("process", "24G", "", ""), scale);
+    env.run_ok(&["baseline", "create", "--empty"]);
     let source = env.json(&["create", "source", "--baseline", "1"])["port"]
         .as_u64()
         .unwrap() as u16;
     let url = format!("mysql://root@127.0.0.1:{source}");
-    let data_mb: f64 = common::sql(
+    let data_mb: f64 = db_branch::testkit::sql(
         source,
         "SELECT ROUND(SUM(DATA_LENGTH + INDEX_LENGTH) / 1e6) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'shop'",
     )
@@ -98,7 +95,7 @@ fn main() {
     let mut peer = |script: &dyn Fn(&str) -> String| -> f64 {
         let (name, target) = fresh();
         let t = sh(&script(&target));
-        env.ok(&["delete", "--yes", &name]);
+        env.run_ok(&["delete", "--yes", &name]);
         t
     };
     let dump_pipe = peer(&|target| {
@@ -106,12 +103,13 @@ fn main() {
     });
     let load_only = peer(&|target| format!("mariadb {target} < {}", dump.display()));
     // The same load into a relaxed-durability server (db-branch's test profile), for reference.
-    let relaxed = common::port(&env.json(&["create", "peer-relaxed", "--baseline", "2"]));
+    let relaxed =
+        db_branch::testkit::port(&env.json(&["create", "peer-relaxed", "--baseline", "2"]));
     let load_relaxed = sh(&format!(
         "mariadb --no-defaults -h127.0.0.1 -P{relaxed} -uroot < {}",
         dump.display()
     ));
-    env.ok(&["delete", "--yes", "peer-relaxed"]);
+    env.run_ok(&["delete", "--yes", "peer-relaxed"]);
     let mydumper = which("mydumper") && which("myloader");
     let (t_mydumper, t_myloader) = if mydumper {
         let dir = env.root.join("mydumper");

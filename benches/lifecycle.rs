@@ -7,17 +7,14 @@
 //! (default 10), DBB_BENCH_SERVICE (auto | process | systemd, default auto).
 //! It builds its own root (tests/common) and removes it at the end.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
-use common::bench::{dir_bytes, env_or, now_utc, stats};
-use common::Env;
+use db_branch::testkit::bench::{dir_bytes, env_or, now_utc, stats};
+use db_branch::testkit::TestEnv;
 use std::process::Command;
 use std::time::Instant;
 
-fn timed(env: &Env, args: &[&str]) -> f64 {
+fn timed(env: &TestEnv, args: &[&str]) -> f64 {
     let t = Instant::now();
-    env.ok(args);
+    env.run_ok(args);
     t.elapsed().as_secs_f64()
 }
 
@@ -25,8 +22,8 @@ fn main() {
     let scale: u32 = env_or("DBB_BENCH_SCALE", 2);
     let runs: usize = env_or("DBB_BENCH_RUNS", 10);
     let service: String = env_or("DBB_BENCH_SERVICE", "auto".to_string());
-    let env = Env::with_service(&service, "16G", "", "");
-    env.ok(&["init"]);
+    let env = TestEnv::with_service(&service, "16G", "", "");
+    env.run_ok(&["init"]);
 
     let sample = env.root.join("sample.sql");
     let sql_text = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/sample-sql"))
@@ -57,7 +54,7 @@ fn main() {
     let reset: Vec<f64> = (0..runs)
         .map(|i| {
             // Dirty the branch first, as a test run would.
-            common::sql(
+            db_branch::testkit::sql(
                 port,
                 &format!(
                     "UPDATE shop.orders SET total = total + 1 WHERE id <= {}",
@@ -73,9 +70,9 @@ fn main() {
         .collect();
 
     // Peer: a logical copy of the same data on the same kind of server.
-    env.ok(&["create", "peer"]);
+    env.run_ok(&["create", "peer"]);
     let port = env.port("peer");
-    common::sql(port, "CREATE DATABASE shop_copy");
+    db_branch::testkit::sql(port, "CREATE DATABASE shop_copy");
     let t = Instant::now();
     let ok = Command::new("sh")
         .arg("-c")
@@ -89,8 +86,8 @@ fn main() {
     assert!(ok, "mariadb-dump | mariadb failed");
     let t_dump = t.elapsed().as_secs_f64();
     assert_eq!(
-        common::sql(port, "SELECT COUNT(*) FROM shop_copy.order_items"),
-        common::sql(port, "SELECT COUNT(*) FROM shop.order_items"),
+        db_branch::testkit::sql(port, "SELECT COUNT(*) FROM shop_copy.order_items"),
+        db_branch::testkit::sql(port, "SELECT COUNT(*) FROM shop.order_items"),
         "the peer copied everything"
     );
 

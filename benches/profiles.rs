@@ -7,11 +7,8 @@
 //! DBB_BENCH_ROWS (rows per sysbench table, default 200000; 4 tables).
 //! Needs sysbench (Debian package). Builds its own roots and removes them at the end.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
-use common::bench::{env_or, now_utc};
-use common::Env;
+use db_branch::testkit::bench::{env_or, now_utc};
+use db_branch::testkit::TestEnv;
 use std::process::Command;
 
 const WORKLOADS: [&str; 4] = [
@@ -89,24 +86,24 @@ fn main() {
     let rows: u32 = env_or("DBB_BENCH_ROWS", 200_000);
 
     // A baseline holding the sysbench tables, made once on the loop pool.
-    let disk = Env::with_service("process", "8G", "", "");
-    disk.ok(&["init"]);
-    disk.ok(&["baseline", "create", "--empty"]);
+    let disk = TestEnv::with_service("process", "8G", "", "");
+    disk.run_ok(&["init"]);
+    disk.run_ok(&["baseline", "create", "--empty"]);
     let port = disk.json(&["create", "seed"])["port"].as_u64().unwrap() as u16;
-    common::sql(port, "CREATE DATABASE sbtest");
+    db_branch::testkit::sql(port, "CREATE DATABASE sbtest");
     sysbench(port, "oltp_read_write", "prepare", seconds, threads, rows);
-    disk.ok(&["stop", "seed"]);
+    disk.run_ok(&["stop", "seed"]);
     let seed_dir = disk.pool().join("branches/seed");
-    disk.ok(&[
+    disk.run_ok(&[
         "baseline",
         "create",
         "--from-datadir",
         seed_dir.to_str().unwrap(),
     ]);
 
-    let ram = Env::with_service("process", "6G", "", "").with_ram_pool("6G");
-    ram.ok(&["init"]);
-    ram.ok(&[
+    let ram = TestEnv::with_service("process", "6G", "", "").with_ram_pool("6G");
+    ram.run_ok(&["init"]);
+    ram.run_ok(&[
         "baseline",
         "create",
         "--from-datadir",
@@ -140,9 +137,9 @@ fn main() {
                     ram_cost.push((w, image_bytes().saturating_sub(before)));
                     // measured after the run, before its reset
                 }
-                env.ok(&["reset", &name]);
+                env.run_ok(&["reset", &name]);
             }
-            env.ok(&["delete", "--yes", &name]);
+            env.run_ok(&["delete", "--yes", &name]);
         }
     }
 

@@ -485,7 +485,7 @@ _db__branch() {
             fi
             case "${prev}" in
                 --format)
-                    COMPREPLY=($(compgen -W "dotenv json url" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "shell dotenv json url" -- "${cur}"))
                     return 0
                     ;;
                 --config)

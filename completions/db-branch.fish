@@ -133,7 +133,8 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand status" -l json -d '
 complete -c db-branch -n "__fish_db_branch_using_subcommand status" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand status" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand status" -s h -l help -d 'Print help'
-complete -c db-branch -n "__fish_db_branch_using_subcommand env" -l format -r -f -a "dotenv\t'KEY=value lines for `source` or a CI step\'s env file'
+complete -c db-branch -n "__fish_db_branch_using_subcommand env" -l format -r -f -a "shell\t'`export KEY=value` lines for `eval "$(db-branch env NAME)"` or `source`'
+dotenv\t'KEY=value lines for a CI step\'s env file or a .env file'
 json\t'A JSON object'
 url\t'Just the mysql:// URL'"
 complete -c db-branch -n "__fish_db_branch_using_subcommand env" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F

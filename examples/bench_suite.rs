@@ -5,11 +5,8 @@
 //!   cargo run --release --example bench-suite -- [--size 360M] [--runs 10] [--out DIR]
 //!   cargo run --example bench-suite -- --smoke --out DIR     (the test suite's quick run)
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
-use common::bench::{dir_bytes, now_utc, stats, which};
-use common::{port, sql, Env};
+use db_branch::testkit::bench::{dir_bytes, now_utc, stats, which};
+use db_branch::testkit::{port, sql, TestEnv};
 use plotters::prelude::*;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -92,7 +89,7 @@ fn mem_total() -> u64 {
 }
 
 /// Resident memory of every server this suite runs.
-fn servers_rss(env: &Env) -> u64 {
+fn servers_rss(env: &TestEnv) -> u64 {
     env.server_pids()
         .iter()
         .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
@@ -178,7 +175,7 @@ struct Row {
 
 fn main() {
     let o = opts();
-    let env = Env::with_service("process", "40G", "", "");
+    let env = TestEnv::with_service("process", "40G", "", "");
     // A wide port range for the scaling runs.
     let text = std::fs::read_to_string(&env.config).unwrap();
     let text = text
@@ -193,7 +190,7 @@ fn main() {
         .collect::<Vec<_>>()
         .join("\n");
     std::fs::write(&env.config, text).unwrap();
-    env.ok(&["init"]);
+    env.run_ok(&["init"]);
 
     // 1. The sample database (the shop schema plus many small tables); scale 1 ≈ 180 MB.
     let scale = (o.size_mb / 180).max(1);
@@ -208,7 +205,7 @@ fn main() {
     let names: Vec<String> = (0..o.runs).map(|i| format!("b{i}")).collect();
     let create: Vec<f64> = names
         .iter()
-        .map(|n| timed(|| env.ok(&["create", n])).0)
+        .map(|n| timed(|| env.run_ok(&["create", n])).0)
         .collect();
     let p0 = env.port("b0");
     let reset: Vec<f64> = (0..o.runs)
@@ -220,20 +217,20 @@ fn main() {
                     1000 * (i + 1)
                 ),
             );
-            timed(|| env.ok(&["reset", "b0"])).0
+            timed(|| env.run_ok(&["reset", "b0"])).0
         })
         .collect();
     let woken: Vec<f64> = (0..o.runs)
         .map(|_| {
-            env.ok(&["stop-idle", "--idle-for", "0s"]);
-            timed(|| env.ok(&["start", "b1"])).0
+            env.run_ok(&["stop-idle", "--idle-for", "0s"]);
+            timed(|| env.run_ok(&["start", "b1"])).0
         })
         .collect();
     let graceful: Vec<f64> = (0..o.runs.min(5))
         .map(|_| {
             timed(|| {
-                env.ok(&["stop", "b1"]);
-                env.ok(&["reset", "b1"]);
+                env.run_ok(&["stop", "b1"]);
+                env.run_ok(&["reset", "b1"]);
             })
             .0
         })
@@ -250,19 +247,19 @@ fn main() {
         .as_u64()
         .unwrap_or(0);
     sql(p2, "DELETE FROM shop.order_items");
-    env.ok(&["stop", "probe"]);
+    env.run_ok(&["stop", "probe"]);
     let _ = Command::new("sync").status();
     let deleted_disk = env.json(&["status", "probe"])["disk_bytes"]
         .as_u64()
         .unwrap_or(0);
-    env.ok(&["delete", "--yes", "probe"]);
+    env.run_ok(&["delete", "--yes", "probe"]);
     let delete: Vec<f64> = names
         .iter()
-        .map(|n| timed(|| env.ok(&["delete", "--yes", n])).0)
+        .map(|n| timed(|| env.run_ok(&["delete", "--yes", n])).0)
         .collect();
 
     // 3. Peers on the same data.
-    env.ok(&["create", "peer"]);
+    env.run_ok(&["create", "peer"]);
     let pp = env.port("peer");
     sql(pp, "CREATE DATABASE shop_copy");
     let conn = format!("--no-defaults -h127.0.0.1 -P{pp} -uroot");
@@ -294,11 +291,11 @@ fn main() {
         }
     }
     // Bake against mydumper/myloader.
-    env.ok(&["delete", "--yes", "peer"]);
+    env.run_ok(&["delete", "--yes", "peer"]);
     let src = port(&env.json(&["create", "source"]));
     let url = format!("mysql://root@127.0.0.1:{src}");
     let bake: Vec<f64> = (0..o.runs.min(3))
-        .map(|_| timed(|| env.ok(&["bake", "--from", &url])).0)
+        .map(|_| timed(|| env.run_ok(&["bake", "--from", &url])).0)
         .collect();
     let mydumper = if which("mydumper") && which("myloader") && !o.smoke {
         let dir = env.root.join("mydumper");
@@ -311,12 +308,12 @@ fn main() {
             "myloader -h 127.0.0.1 -P {tgt} -u root -t 2 -B shop_copy -d {} 2>/dev/null",
             dir.display()
         ));
-        env.ok(&["delete", "--yes", "myloader"]);
+        env.run_ok(&["delete", "--yes", "myloader"]);
         Some((d, l))
     } else {
         None
     };
-    env.ok(&["delete", "--yes", "source"]);
+    env.run_ok(&["delete", "--yes", "source"]);
 
     // 4. Scaling: time until N branches are ready, sequential and 4 at a time; memory.
     let mut seq_curve = Vec::new();
@@ -324,13 +321,13 @@ fn main() {
     let max_n = *o.steps.last().unwrap();
     let mut elapsed = 0.0;
     for i in 1..=max_n {
-        elapsed += timed(|| env.ok(&["create", &format!("s{i}")])).0;
+        elapsed += timed(|| env.run_ok(&["create", &format!("s{i}")])).0;
         if o.steps.contains(&i) {
             seq_curve.push((i, elapsed, servers_rss(&env)));
         }
     }
     for i in 1..=max_n {
-        env.ok(&["delete", "--yes", &format!("s{i}")]);
+        env.run_ok(&["delete", "--yes", &format!("s{i}")]);
     }
     let start = Instant::now();
     let next = std::sync::atomic::AtomicUsize::new(1);
@@ -342,7 +339,7 @@ fn main() {
                 if i > max_n {
                     break;
                 }
-                env.ok(&["create", &format!("p{i}")]);
+                env.run_ok(&["create", &format!("p{i}")]);
                 let mut d = done.lock().unwrap();
                 d.push(i);
                 if o.steps.contains(&d.len()) {
@@ -364,7 +361,7 @@ fn main() {
         .collect();
     let avg_rss = rss_at_max.iter().sum::<u64>() / rss_at_max.len().max(1) as u64;
     for i in 1..=max_n {
-        env.ok(&["delete", "--yes", &format!("p{i}")]);
+        env.run_ok(&["delete", "--yes", &format!("p{i}")]);
     }
     // Where the guard refuses: headroom set so that about 1.5 GB (smoke: 0.3 GB) is left to
     // branches, then create until refused.
@@ -398,7 +395,7 @@ fn main() {
     }
     let used_by_guarded = servers_rss(&env);
     for i in 1..=admitted {
-        env.ok(&["delete", "--yes", &format!("g{i}")]);
+        env.run_ok(&["delete", "--yes", &format!("g{i}")]);
     }
 
     // 5. The document and the chart.

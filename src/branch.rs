@@ -150,6 +150,9 @@ pub struct BranchRecord {
     /// Extra option-file lines for this branch only (migrate-check's instrumentation).
     #[serde(default)]
     pub server_options: Vec<String>,
+    /// The server that made its baseline (None: recorded before db-branch kept it).
+    #[serde(default)]
+    pub server: Option<crate::server::flavour::Flavour>,
 }
 
 fn default_profile() -> Profile {
@@ -184,6 +187,7 @@ impl BranchRecord {
             stopped_idle: false,
             profile: Profile::Test,
             server_options: Vec::new(),
+            server: None,
         }
     }
 

@@ -130,6 +130,18 @@ pub struct Expiry {
     pub expires_at: Option<Timestamp>,
 }
 
+impl Expiry {
+    /// What the flags ask for.
+    pub fn request(&self) -> crate::ops::expiry::ExpiryRequest {
+        use crate::ops::expiry::ExpiryRequest;
+        match (self.ttl, self.expires_at) {
+            (_, Some(t)) => ExpiryRequest::At(t.0),
+            (Some(d), None) => ExpiryRequest::Ttl(d),
+            (None, None) => ExpiryRequest::Unset,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct CreateArgs {
     /// Branch name: lowercase letters, digits, '-', '_', '.'
@@ -151,24 +163,6 @@ pub struct CreateArgs {
     /// Server profile [default: mysqld.profile]: test (fast) or durable (crash-safe)
     #[arg(long, value_enum)]
     pub profile: Option<crate::config::Profile>,
-    /// Option-file lines for this branch only (set by migrate-check, not a flag).
-    #[arg(skip)]
-    pub server_options: Vec<String>,
-}
-
-impl CreateArgs {
-    pub fn named(name: BranchName) -> Self {
-        CreateArgs {
-            name,
-            baseline: None,
-            buffer_pool: None,
-            expiry: Expiry::default(),
-            labels: Vec::new(),
-            owner: None,
-            profile: None,
-            server_options: Vec::new(),
-        }
-    }
 }
 
 #[derive(Debug, Args)]
@@ -248,7 +242,9 @@ pub struct NameArg {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum EnvFormat {
-    /// KEY=value lines for `source` or a CI step's env file
+    /// `export KEY=value` lines for `eval "$(db-branch env NAME)"` or `source`
+    Shell,
+    /// KEY=value lines for a CI step's env file or a .env file
     Dotenv,
     /// A JSON object
     Json,
@@ -260,7 +256,7 @@ pub enum EnvFormat {
 pub struct EnvArgs {
     /// Branch name
     pub name: BranchName,
-    #[arg(long, value_enum, default_value_t = EnvFormat::Dotenv)]
+    #[arg(long, value_enum, default_value_t = EnvFormat::Shell)]
     pub format: EnvFormat,
 }
 

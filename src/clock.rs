@@ -16,9 +16,17 @@ impl Clock for SystemClock {
 }
 
 /// `DB_BRANCH_FAKE_NOW` (RFC 3339): run as if it were that moment. A testing hook for the
-/// time-based commands (`stop-idle`, `gc`, expiry, protection) against real servers.
+/// time-based commands (`stop-idle`, `gc`, expiry, protection) against real servers, only
+/// in builds with the `testing` feature: a stray variable must never make the shipped
+/// binary's `gc` delete live branches.
 pub const FAKE_NOW_ENV: &str = "DB_BRANCH_FAKE_NOW";
 
+#[cfg(not(feature = "testing"))]
+pub fn from_env() -> anyhow::Result<Box<dyn Clock>> {
+    Ok(Box::new(SystemClock))
+}
+
+#[cfg(feature = "testing")]
 pub fn from_env() -> anyhow::Result<Box<dyn Clock>> {
     match std::env::var(FAKE_NOW_ENV) {
         Ok(s) if !s.is_empty() => {

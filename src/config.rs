@@ -282,6 +282,21 @@ impl Config {
                 self.root
             )));
         }
+        for (key, path) in [("root", &self.root), ("btrfs.path", &self.btrfs.path)] {
+            if let Some(hidden) = path.components().find(|c| {
+                c.as_os_str().to_string_lossy().starts_with('.')
+                    && !matches!(
+                        c,
+                        std::path::Component::CurDir | std::path::Component::ParentDir
+                    )
+            }) {
+                return Err(usage(format!(
+                    "{key} = {path:?} has a hidden directory ({}): MySQL cannot start a datadir \
+                     below a directory whose name starts with '.'; choose a path without one",
+                    hidden.as_os_str().to_string_lossy()
+                )));
+            }
+        }
         if !self.btrfs.path.as_os_str().is_empty() && !self.btrfs.path.is_absolute() {
             return Err(usage(format!(
                 "btrfs.path = {:?} must be an absolute path (or empty for the embedded image)",
@@ -434,6 +449,7 @@ unit_dir = "/etc/systemd/system"
             ("service_manager = \"upstart\"", "upstart"),
             ("bind_address = \"localhost\"", "address"),
             ("root = \"relative\"", "absolute"),
+            ("root = \"/home/a/.db-branch\"", "hidden directory"),
             ("[mysqld]\nbuffer_pool = \"1K\"", "too small"),
             (
                 "[mysqld]\nextra_args = [\"max-connections=5\"]",

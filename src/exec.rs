@@ -1,8 +1,32 @@
 //! Running external programs with errors that carry the whole command line and the tail of
 //! stderr. Only the real backends (storage, service, server) call this.
 
-use crate::error::Error;
+use crate::error::{Classified, Kind};
 use std::process::{Command, Output};
+
+/// An external command failed: the whole command line, how it ended and the end of its
+/// stderr (or stdout when stderr was empty).
+#[derive(Debug, thiserror::Error)]
+#[error("`{command}` failed ({status}){}", tail_suffix(.stderr_tail))]
+pub struct CommandError {
+    pub command: String,
+    pub status: String,
+    pub stderr_tail: String,
+}
+
+fn tail_suffix(tail: &str) -> String {
+    if tail.is_empty() {
+        String::new()
+    } else {
+        format!(":\n{tail}")
+    }
+}
+
+impl Classified for CommandError {
+    fn kind(&self) -> Kind {
+        Kind::Failed
+    }
+}
 
 const TAIL_LINES: usize = 15;
 
@@ -31,7 +55,7 @@ pub fn tail(bytes: &[u8]) -> String {
 /// Runs `cmd` to completion; a non-zero exit becomes `Error::Command`.
 pub fn run(cmd: &mut Command) -> anyhow::Result<Output> {
     let line = command_line(cmd);
-    let out = cmd.output().map_err(|e| Error::Command {
+    let out = cmd.output().map_err(|e| CommandError {
         command: line.clone(),
         status: format!("could not be started: {e}"),
         stderr_tail: String::new(),
@@ -41,7 +65,7 @@ pub fn run(cmd: &mut Command) -> anyhow::Result<Output> {
         if stderr_tail.is_empty() {
             stderr_tail = tail(&out.stdout);
         }
-        return Err(Error::Command {
+        return Err(CommandError {
             command: line,
             status: out.status.to_string(),
             stderr_tail,
@@ -64,6 +88,20 @@ mod tests {
         assert!(s.contains("sh -c"), "{s}");
         assert!(s.contains("last words"), "{s}");
         assert!(s.contains("3"), "{s}");
+    }
+
+    #[test]
+    fn command_error_names_command_and_stderr() {
+        let e = CommandError {
+            command: "mkfs.btrfs /x".into(),
+            status: "exit status: 1".into(),
+            stderr_tail: "ERROR: not enough space".into(),
+        };
+        let s = e.to_string();
+        assert!(
+            s.contains("mkfs.btrfs /x") && s.contains("not enough space"),
+            "{s}"
+        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Crash injection for reliability tests: `DB_BRANCH_FAILPOINT=create:after-clone` makes the
+//! Crash injection for reliability tests (builds with the `testing` feature only): `DB_BRANCH_FAILPOINT=create:after-clone` makes the
 //! process exit on the spot right after that side effect, with no undo and no clean-up, as
 //! a SIGKILL or power loss would. Every failpoint name is listed in `ALL`; the tests prove
 //! that the next ordinary command, or `doctor --repair`, puts things right after each one.
@@ -20,7 +20,7 @@ pub const ALL: &[&str] = &[
     "delete:after-destroy",
     "delete:after-forget",
     "baseline:after-workspace",
-    "baseline:after-prepare",
+    "baseline:after-load",
     "baseline:after-seal",
     "gc:after-delete",
     "bake:after-workspace",
@@ -28,11 +28,22 @@ pub const ALL: &[&str] = &[
     "bake:after-seal",
 ];
 
-/// Exits the process here when `name` is the armed failpoint.
+/// Exits the process here when `name` is the armed failpoint. Only in builds with the
+/// `testing` feature: the shipped binary ignores the variable.
+#[cfg(feature = "testing")]
 pub fn hit(name: &str) {
     debug_assert!(ALL.contains(&name), "unlisted failpoint {name}");
     if std::env::var(ENV).is_ok_and(|armed| armed == name) {
-        eprintln!("db-branch: failpoint {name}: exiting without clean-up");
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!("db-branch: failpoint {name}: exiting without clean-up\n").as_bytes(),
+        );
         std::process::exit(EXIT_CODE);
     }
+}
+
+#[cfg(not(feature = "testing"))]
+#[inline(always)]
+pub fn hit(name: &str) {
+    debug_assert!(ALL.contains(&name), "unlisted failpoint {name}");
 }

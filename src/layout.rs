@@ -69,6 +69,13 @@ impl Layout {
     pub fn host_lock(&self) -> PathBuf {
         self.locks_dir().join("host.lock")
     }
+    pub fn baseline_lock(&self) -> PathBuf {
+        self.locks_dir().join("baseline.lock")
+    }
+    /// What each server binary's `--version` said, remembered by binary identity.
+    pub fn server_versions_cache(&self) -> PathBuf {
+        self.root.join("cache/server-versions.json")
+    }
     pub fn branch_lock(&self, name: &BranchName) -> PathBuf {
         self.locks_dir().join(format!("branch-{name}.lock"))
     }

@@ -1,7 +1,13 @@
 //! db-branch: a real MySQL/MariaDB server per developer, branch and pull request, cloned
 //! from a copy-on-write baseline. `run` is the whole program; `main.rs` only maps its result
 //! to an exit code.
+//!
+//! Layers, each using only the ones below it: `cli` (clap types) → `commands` (one per verb:
+//! arguments → options, result → view) → `ops` (the operations) → the host's traits
+//! (`storage`, `supervisor`, `server`, `bake`, `memory`, `ports`, `clock`) and `store`
+//! (db-branch's own files). `view` and `printer` are the only way out to the terminal.
 
+pub mod bake;
 pub mod branch;
 pub mod check;
 pub mod cli;
@@ -14,28 +20,49 @@ pub mod failpoint;
 pub mod host;
 pub mod layout;
 pub mod memory;
-pub mod output;
+pub mod ops;
 pub mod ports;
+pub mod printer;
 pub mod server;
-pub mod service;
-pub mod state;
 pub mod storage;
+pub mod store;
+pub mod supervisor;
+#[cfg(feature = "testing")]
+pub mod testkit;
 pub mod undo;
 pub mod values;
+pub mod view;
 
 use anyhow::Result;
 use clap::CommandFactory;
 use cli::{BaselineCommand, Cli, Command};
-use output::Output;
+use printer::Printer;
 
-pub fn run(cli: Cli) -> Result<()> {
-    let out = Output {
-        json: cli.json,
-        quiet: cli.quiet,
+/// The command's name as people type it (`create`, `baseline create`), for lock notes.
+fn command_name(command: &Command) -> String {
+    let sub = match command {
+        Command::Baseline(BaselineCommand::Create(_)) => return "baseline create".into(),
+        Command::Baseline(BaselineCommand::List) => return "baseline list".into(),
+        Command::Baseline(BaselineCommand::Prune) => return "baseline prune".into(),
+        other => format!("{other:?}"),
     };
-    if let Command::Completions { shell } = &cli.command {
-        return print_completions(*shell);
+    let variant = sub.split(['(', ' ', '{']).next().unwrap_or_default();
+    // CamelCase variant → kebab-case subcommand, as clap names it.
+    let mut out = String::new();
+    for (i, c) in variant.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('-');
+        }
+        out.push(c.to_ascii_lowercase());
     }
+    out
+}
+
+pub fn run(cli: Cli, printer: Printer) -> Result<()> {
+    if let Command::Completions { shell } = &cli.command {
+        return commands::completions::run(&printer, *shell);
+    }
+    store::locks::set_command(&command_name(&cli.command));
     let env = std::env::var(config::CONFIG_ENV).ok();
     let (path, must_exist) = config::locate(cli.config.as_deref(), env.as_deref());
     let config = config::load(&path, must_exist)?;
@@ -48,8 +75,8 @@ pub fn run(cli: Cli) -> Result<()> {
         } else {
             format!("{} missing: every key takes its default", path.display())
         };
-        let host = host::Host::real(config, explicit.as_deref())?;
-        return commands::doctor::run(&host, args, &note, &out);
+        let host = host::Host::real(config, explicit.as_deref(), printer)?;
+        return commands::doctor::run(&host, args, &note);
     }
     if !nix::unistd::geteuid().is_root() {
         return Err(error::usage(
@@ -57,39 +84,14 @@ pub fn run(cli: Cli) -> Result<()> {
              services. Run it with sudo.",
         ));
     }
-    let mut host = host::Host::real(config, explicit.as_deref())?;
+    let mut host = host::Host::real(config, explicit.as_deref(), printer)?;
     host.assume_yes = cli.yes;
-    let h = &host;
-    match &cli.command {
-        Command::Init(a) => commands::init::run(h, a, &out),
-        Command::Baseline(BaselineCommand::Create(a)) => commands::baseline::create(h, a, &out),
-        Command::Baseline(BaselineCommand::List) => commands::baseline::list(h, &out),
-        Command::Baseline(BaselineCommand::Prune) => commands::baseline::prune(h, &out),
-        Command::Create(a) => commands::create::run(h, a, &out),
-        Command::Reset(a) => commands::reset::run(h, a, &out),
-        Command::Delete(a) => commands::delete::run(h, a, &out),
-        Command::Start(a) => commands::power::start(h, a, &out),
-        Command::Stop(a) => commands::power::stop(h, a, &out),
-        Command::List(a) => commands::list::list(h, a, &out),
-        Command::StopIdle(a) => commands::stop_idle::run(h, a, &out),
-        Command::Gc(a) => commands::gc::run(h, a, &out),
-        Command::Extend(a) => commands::expiry::extend(h, a, &out),
-        Command::Protect(a) => commands::expiry::protect(h, a, &out),
-        Command::Unprotect(a) => commands::expiry::unprotect(h, a, &out),
-        Command::MigrateCheck(a) => commands::migrate_check::run(h, a, &out),
-        Command::Bake(a) => commands::bake::run(h, a, &out),
-        Command::Status(a) => commands::list::status(h, a, &out),
-        Command::Env(a) => commands::env::run(h, a, &out),
-        Command::Completions { .. } | Command::Doctor(_) => unreachable!("handled above"),
-    }
+    commands::dispatch(&host, &cli.command)
 }
 
-/// Completion scripts are built in memory first: `clap_complete::generate` panics when
-/// stdout is a closed pipe (`| head`).
+/// Completion scripts, for the packaging tests and `completions`.
 pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
-    let mut buf = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "db-branch", &mut buf);
-    buf
+    commands::completions::script(shell)
 }
 
 /// Man pages generated from the clap definition: `db-branch.1` and one per subcommand
@@ -114,11 +116,27 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     out
 }
 
-fn print_completions(shell: clap_complete::Shell) -> Result<()> {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(&completions(shell)) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => Ok(r?),
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn command_names_are_what_people_type() {
+        for (args, want) in [
+            (vec!["db-branch", "create", "a"], "create"),
+            (vec!["db-branch", "stop-idle"], "stop-idle"),
+            (
+                vec!["db-branch", "migrate-check", "--", "true"],
+                "migrate-check",
+            ),
+            (
+                vec!["db-branch", "baseline", "create", "--empty"],
+                "baseline create",
+            ),
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap();
+            assert_eq!(command_name(&cli.command), want);
+        }
     }
 }

@@ -10,11 +10,15 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match db_branch::run(cli) {
+    let printer = db_branch::printer::Printer::new(cli.json, cli.quiet);
+    match db_branch::run(cli, printer) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("db-branch: error: {err:#}");
-            db_branch::error::to_exit_code(db_branch::error::exit_code(&err))
+            let (kind, _) = db_branch::error::classify(&err);
+            if kind != db_branch::error::Kind::BrokenPipe {
+                printer.error(&db_branch::error::render(&err));
+            }
+            ExitCode::from(kind.exit_code())
         }
     }
 }

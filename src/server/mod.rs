@@ -1,31 +1,89 @@
-//! The database server itself: initialising datadirs, preparing baselines with a one-off
-//! server, and probing a branch's server until it answers. Real (MariaDB/MySQL) and sim.
+//! The database server itself — Oracle MySQL or MariaDB, told apart by `flavour` — behind
+//! one trait: initialising datadirs, preparing baselines with a one-off server, probing a
+//! branch's server until it answers, reading its counters and catalogue. Real and sim.
+//!
+//! Module graph (no circles): `flavour` (pure data) ← `options`, `conn`, `binary` ←
+//! `oneoff` ← `real`; the baker (`crate::bake`) uses `oneoff`, `conn` and `flavour`.
 
-pub mod bake;
-pub mod mariadb;
+pub mod binary;
+pub mod conn;
+pub mod flavour;
 pub mod oneoff;
 pub mod options;
+pub mod real;
 pub mod sim;
 
 use crate::branch::ActivitySample;
+use crate::error::{Classified, Kind};
+use crate::printer::PhaseProgress;
 use anyhow::Result;
+use flavour::Flavour;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// What can go wrong with the server itself, before any data is touched.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("the server binary {0} does not exist")]
+    BinaryMissing(PathBuf),
+    #[error("{path} is not a MySQL or MariaDB server (its --version said: {output})")]
+    NotAServer { path: PathBuf, output: String },
+    #[error("OS user {0:?} does not exist (mysqld.user)")]
+    NoSuchUser(String),
+    /// A datadir or generation made by a server this binary must not start.
+    #[error("{what} was made by {made_by}, but the configured server is {binary}")]
+    WrongServer {
+        what: String,
+        made_by: Flavour,
+        binary: Flavour,
+    },
+    #[error(
+        "the datadir was not shut down cleanly: its server had to run crash recovery (\"{line}\")"
+    )]
+    UncleanDatadir { line: String },
+}
+
+impl Classified for ServerError {
+    fn kind(&self) -> Kind {
+        Kind::Usage
+    }
+    fn hints(&self) -> Vec<String> {
+        match self {
+            ServerError::BinaryMissing(_) | ServerError::NotAServer { .. } => vec![
+                "install mariadb-server (or a server with scripts/install-server) and set                  mysqld.binary in the config to its mysqld/mariadbd"
+                    .into(),
+            ],
+            ServerError::NoSuchUser(_) => vec!["install the server package, which makes the user".into()],
+            ServerError::WrongServer { made_by, binary, .. } => vec![
+                format!(
+                    "starting it with {binary} would upgrade its data dictionary in place; point                      mysqld.binary at a {} {}.{} server, or make a new baseline with this one",
+                    made_by.family, made_by.version.major, made_by.version.minor
+                ),
+            ],
+            ServerError::UncleanDatadir { .. } => vec![
+                "start a server on the original datadir and stop it cleanly (`mariadb-admin                  shutdown`, `mysqladmin shutdown`, or `systemctl stop mariadb`), then try again;                  a clean datadir starts without any \"crash recovery\" line in its error log"
+                    .into(),
+            ],
+        }
+    }
+}
 
 /// How a baseline is made ready before it is frozen.
 #[derive(Debug, Clone, Default)]
 pub struct Preparation {
     /// Run the engine's initialiser first (`baseline create --empty`).
     pub initialize: bool,
-    /// Give the configured client user password-less loopback access (empty baselines).
+    /// Give the configured client user loopback access (empty baselines).
     pub create_client_user: bool,
     /// SQL files run in order after start-up (seed data, masking).
     pub sql_files: Vec<PathBuf>,
 }
 
 pub trait Server: Send + Sync {
-    /// `mariadbd --version` or equivalent, for `status` and error messages.
+    /// The server's `--version` line, for `status`, `doctor` and messages.
     fn version(&self) -> Result<String>;
+    /// What the configured binary is: family and version.
+    fn flavour(&self) -> Result<Flavour>;
     /// Creates a branch's runtime directory and its `tmp`, writable by the server's OS user.
     fn prepare_runtime_dir(&self, dir: &Path) -> Result<()>;
     /// Waits until the server behind `socket` answers (a query, or an authentication
@@ -39,8 +97,15 @@ pub trait Server: Send + Sync {
         alive: &dyn Fn() -> bool,
     ) -> Result<()>;
     /// Starts a one-off server on `datadir` (scratch files in `work`), applies `prep`, shuts
-    /// it down cleanly with a full purge, and refuses a datadir that needed crash recovery.
-    fn prepare_baseline(&self, datadir: &Path, work: &Path, prep: &Preparation) -> Result<()>;
+    /// it down cleanly with a full purge, and refuses a datadir that needed crash recovery
+    /// or was made by a server this one must not start. Returns what made the datadir.
+    fn prepare_baseline(
+        &self,
+        datadir: &Path,
+        work: &Path,
+        prep: &Preparation,
+        progress: &PhaseProgress,
+    ) -> Result<Flavour>;
     /// Reads the server's own activity counters over its socket. db-branch's probes use
     /// statements that are subtracted out (`DO`, `SHOW STATUS`, `SHOW PROCESSLIST`), so they
     /// never count as use.
@@ -54,12 +119,6 @@ pub trait Server: Send + Sync {
     fn tables(&self, socket: &Path) -> Result<Vec<TableInfo>>;
     /// Statements recorded since the server started, oldest first, without db-branch's own.
     fn statement_history(&self, socket: &Path) -> Result<StatementHistory>;
-    /// Fills `req.datadir` from the source and leaves it cleanly shut down (the baker).
-    fn bake(
-        &self,
-        req: &bake::BakeRequest,
-        progress: &dyn bake::BakeProgress,
-    ) -> Result<bake::BakeSummary>;
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -97,9 +156,11 @@ pub struct StatementHistory {
 }
 
 /// Lines a server writes when it had to recover from an unclean shutdown.
+/// (MySQL logs them as notes: its option file sets `log-error-verbosity=3`. It also logs
+/// "Crash recovery finished" on every clean start, so the bare words are no marker.)
 pub const CRASH_RECOVERY_MARKERS: &[&str] = &[
     "Starting crash recovery",
-    "crash recovery",
+    "Database was not shutdown normally",
     "Starting final batch to recover",
     "Aria engine: starting recovery",
 ];
@@ -123,5 +184,9 @@ mod tests {
         assert_eq!(crash_recovery_line(clean), None);
         let dirty = "[Note] InnoDB: Starting crash recovery from checkpoint LSN=46846\n";
         assert!(crash_recovery_line(dirty).is_some());
+        let mysql_clean = "[Note] [MY-013911] [Server] Crash recovery finished in InnoDB engine. No attempts to commit, rollback or prepare any transactions.";
+        assert_eq!(crash_recovery_line(mysql_clean), None);
+        let mysql_dirty = "[Note] [MY-012551] [InnoDB] Database was not shutdown normally!\n[Note] [MY-012552] [InnoDB] Starting crash recovery.";
+        assert!(crash_recovery_line(mysql_dirty).is_some());
     }
 }

@@ -2,15 +2,17 @@
 //! socket and scratch directory, dies with us (PR_SET_PDEATHSIG), and is shut down with a
 //! full purge so the datadir it leaves is clean.
 
-use super::mariadb::MariaDb;
+use super::binary::ServerBinary;
+use super::conn;
+use super::flavour::Flavour;
 use super::options::{render, ServerSpec};
-use super::{crash_recovery_line, Server};
-use crate::error::usage;
-use crate::exec;
+use super::{crash_recovery_line, ServerError};
+use crate::printer::PhaseProgress;
 use crate::values::ByteSize;
 use anyhow::{anyhow, Context, Result};
 use mysql::prelude::Queryable;
 use std::fs;
+use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -18,28 +20,31 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub struct OneOff<'a> {
-    server: &'a MariaDb,
+    binary: &'a ServerBinary,
     child: Mutex<Option<Child>>,
     pub spec: ServerSpec,
 }
 
 impl<'a> OneOff<'a> {
-    /// Starts the server on `datadir` and waits until it answers.
+    /// Starts the server on `datadir` (made by `flavour`) and waits until it answers.
     pub fn start(
-        server: &'a MariaDb,
+        binary: &'a ServerBinary,
+        flavour: Flavour,
         datadir: &Path,
         work: &Path,
         buffer_pool: ByteSize,
     ) -> Result<Self> {
         let spec = ServerSpec {
+            flavour,
             datadir: datadir.to_path_buf(),
             network: None,
             socket: work.join("mysqld.sock"),
             pid_file: work.join("mysqld.pid"),
             error_log: work.join("error.log"),
             tmpdir: work.join("tmp"),
+            secure_file_priv: work.join("tmp"),
             buffer_pool,
-            user: server.user().to_string(),
+            user: binary.user.clone(),
             extra_args: Vec::new(),
             // Only the final shutdown must be durable, and InnoDB flushes everything at a
             // clean shutdown whatever the profile.
@@ -52,7 +57,7 @@ impl<'a> OneOff<'a> {
         };
         let option_file = work.join("my.cnf");
         fs::write(&option_file, render(&spec))?;
-        let mut cmd = Command::new(server.binary());
+        let mut cmd = Command::new(&binary.path);
         cmd.arg(format!("--defaults-file={}", option_file.display()))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -67,9 +72,9 @@ impl<'a> OneOff<'a> {
         }
         let child = cmd
             .spawn()
-            .with_context(|| format!("starting {}", server.binary().display()))?;
+            .with_context(|| format!("starting {}", binary.path.display()))?;
         let me = OneOff {
-            server,
+            binary,
             child: Mutex::new(Some(child)),
             spec,
         };
@@ -80,7 +85,7 @@ impl<'a> OneOff<'a> {
                 .as_mut()
                 .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
         };
-        server.wait_ready(
+        conn::wait_ready(
             &me.spec.socket,
             &me.spec.error_log,
             Duration::from_secs(300),
@@ -91,29 +96,89 @@ impl<'a> OneOff<'a> {
 
     /// A connection as root over the socket.
     pub fn conn(&self) -> Result<mysql::Conn> {
-        MariaDb::socket_conn(&self.spec.socket)
-            .context("connecting as root to the one-off server's socket")
+        conn::socket_conn(&self.spec.socket).with_context(|| {
+            format!(
+                "connecting as root to the one-off server's socket {} (db-branch logs in as \
+                 root@localhost by socket authentication)",
+                self.spec.socket.display()
+            )
+        })
     }
 
-    /// Runs an SQL file through the client program (it understands DELIMITER and the rest
-    /// of what dumps and scripts contain).
-    pub fn run_sql_file(&self, file: &Path) -> Result<()> {
-        let input =
+    /// Runs statements one after another.
+    pub fn run_statements(&self, statements: &[String]) -> Result<()> {
+        let mut c = self.conn()?;
+        for s in statements {
+            c.query_drop(s).with_context(|| format!("`{s}`"))?;
+        }
+        Ok(())
+    }
+
+    /// Runs an SQL file through the server's own client program (it understands DELIMITER
+    /// and the rest of what dumps and scripts contain), fed by us so progress can be shown.
+    pub fn run_sql_file(&self, file: &Path, progress: &PhaseProgress) -> Result<()> {
+        let mut input =
             fs::File::open(file).with_context(|| format!("opening SQL file {}", file.display()))?;
-        exec::run(
-            Command::new(self.server.client_program())
-                .arg("--no-defaults")
-                .arg(format!("--socket={}", self.spec.socket.display()))
-                .arg("--user=root")
-                .stdin(input),
-        )
-        .with_context(|| format!("running SQL file {}", file.display()))?;
+        let size = input.metadata().map_or(0, |m| m.len());
+        progress.phase(
+            &format!(
+                "run {}",
+                file.file_name().unwrap_or_default().to_string_lossy()
+            ),
+            size,
+        );
+        let program = self.binary.client_program();
+        let mut cmd = Command::new(&program);
+        cmd.arg("--no-defaults")
+            .arg(format!("--socket={}", self.spec.socket.display()))
+            .arg("--user=root")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let line = crate::exec::command_line(&cmd);
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", program.display()))?;
+        let mut stdin = child.stdin.take().expect("piped");
+        let mut stderr = child.stderr.take().expect("piped");
+        // Read stderr meanwhile, so a chatty client cannot block on a full pipe.
+        let errors = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = stderr.read_to_end(&mut buf);
+            buf
+        });
+        let mut buf = vec![0u8; 1 << 20];
+        let fed = loop {
+            let n = match input.read(&mut buf) {
+                Ok(0) => break Ok(()),
+                Ok(n) => n,
+                Err(e) => break Err(e),
+            };
+            // The client stops reading at the first error: its exit status tells.
+            if stdin.write_all(&buf[..n]).is_err() {
+                break Ok(());
+            }
+            progress.advance(n as u64, "");
+        };
+        drop(stdin);
+        let status = child.wait()?;
+        let stderr = errors.join().unwrap_or_default();
+        fed.with_context(|| format!("reading {}", file.display()))?;
+        if !status.success() {
+            return Err(crate::exec::CommandError {
+                command: format!("{line} < {}", file.display()),
+                status: status.to_string(),
+                stderr_tail: crate::exec::tail(&stderr),
+            })
+            .with_context(|| format!("running SQL file {}", file.display()));
+        }
         Ok(())
     }
 
     /// A full purge and a clean shutdown, then proof from the log that the datadir needed
-    /// no crash recovery when it started.
-    pub fn shutdown_clean(self) -> Result<()> {
+    /// no crash recovery when it started (unless `recovery_expected`: a clone's first start
+    /// applies its redo).
+    pub fn shutdown_clean(self, recovery_expected: bool) -> Result<()> {
         let mut conn = self.conn()?;
         conn.query_drop("SET GLOBAL innodb_fast_shutdown = 0")?;
         conn.query_drop("SHUTDOWN")?;
@@ -121,14 +186,13 @@ impl<'a> OneOff<'a> {
         let mut child = self.child.lock().unwrap().take().expect("running");
         wait_exit(&mut child, Duration::from_secs(1800))?;
         let log = fs::read_to_string(&self.spec.error_log).unwrap_or_default();
-        if let Some(line) = crash_recovery_line(&log) {
-            return Err(usage(format!(
-                "the datadir was not shut down cleanly: its server had to run crash recovery \
-                 (\"{}\"). Start a server on the original datadir and stop it cleanly \
-                 (`mariadb-admin shutdown`, or `systemctl stop mariadb`), then try again. \
-                 A clean datadir starts without any \"crash recovery\" line in its error log.",
-                line.trim()
-            )));
+        if !recovery_expected {
+            if let Some(line) = crash_recovery_line(&log) {
+                return Err(ServerError::UncleanDatadir {
+                    line: line.trim().to_string(),
+                }
+                .into());
+            }
         }
         Ok(())
     }

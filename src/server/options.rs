@@ -1,6 +1,8 @@
 //! The option file each server reads (`--defaults-file`): everything that makes one branch's
-//! server different from another's, plus the start-up flags measured to be fastest.
+//! server different from another's, plus the start-up flags measured to be fastest for its
+//! flavour (see `flavour.rs`).
 
+use super::flavour::Flavour;
 use crate::config::Profile;
 use crate::values::ByteSize;
 use std::net::IpAddr;
@@ -8,6 +10,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, Clone)]
 pub struct ServerSpec {
+    pub flavour: Flavour,
     pub datadir: PathBuf,
     /// None: no TCP at all (the one-off servers that prepare baselines).
     pub network: Option<(IpAddr, u16)>,
@@ -16,6 +19,9 @@ pub struct ServerSpec {
     pub error_log: PathBuf,
     /// Private scratch directory: servers sharing /tmp trip over each other's temp files.
     pub tmpdir: PathBuf,
+    /// The only directory `LOAD DATA INFILE`, `SELECT … INTO OUTFILE` and `LOAD_FILE()`
+    /// may touch (MySQL aborts at start if its compiled-in default is missing).
+    pub secure_file_priv: PathBuf,
     pub buffer_pool: ByteSize,
     pub user: String,
     pub extra_args: Vec<String>,
@@ -23,43 +29,6 @@ pub struct ServerSpec {
     /// Option-file lines for this branch only.
     pub branch_options: Vec<String>,
 }
-
-/// Each flag here saved measurable start-up time or memory on a 2-core host
-/// (shared/notes/measured.md): no name resolution, no buffer-pool dump/load, no binary log,
-/// a small redo buffer (InnoDB reads that much redo at start even after a clean shutdown),
-/// tiny MyISAM/Aria caches nothing uses. Both profiles get them.
-/// `loose-` marks options one of MariaDB/MySQL lacks, so either server accepts the file.
-const FAST_FLAGS: &[&str] = &[
-    "skip-name-resolve",
-    "innodb-buffer-pool-load-at-startup=0",
-    "innodb-buffer-pool-dump-at-shutdown=0",
-    "skip-log-bin",
-    "innodb-log-buffer-size=2M",
-    "key-buffer-size=1M",
-    "loose-aria-pagecache-buffer-size=8M",
-];
-
-/// The `test` profile: what only protects against a host or server crash, turned off
-/// (docs/profiles.md gives the measurements and what each risks). `reset` returns to the
-/// clean `@init` snapshot, so a branch never needs to survive a crash.
-pub const TEST_PROFILE_FLAGS: &[&str] = &[
-    // Commit writes the redo log to the OS about once a second instead of at each commit.
-    "innodb-flush-log-at-trx-commit=0",
-    // No doublewrite buffer: every page is written once (a crash can tear a page).
-    "innodb-doublewrite=0",
-    // InnoDB never calls fsync; the OS writes back when it likes.
-    "innodb-flush-method=nosync",
-    // No binary log is written at all (also in FAST_FLAGS); if one is enabled, no fsync.
-    "sync-binlog=0",
-];
-
-/// The `durable` profile: the engine's crash-safe defaults, stated so a config file
-/// elsewhere cannot weaken them.
-pub const DURABLE_PROFILE_FLAGS: &[&str] = &[
-    "innodb-flush-log-at-trx-commit=1",
-    "innodb-doublewrite=1",
-    "sync-binlog=1",
-];
 
 pub fn render(spec: &ServerSpec) -> String {
     let mut lines = vec![
@@ -70,6 +39,7 @@ pub fn render(spec: &ServerSpec) -> String {
         format!("pid-file={}", spec.pid_file.display()),
         format!("log-error={}", spec.error_log.display()),
         format!("tmpdir={}", spec.tmpdir.display()),
+        format!("secure-file-priv={}", spec.secure_file_priv.display()),
         format!("user={}", spec.user),
         format!("innodb-buffer-pool-size={}", spec.buffer_pool.bytes()),
     ];
@@ -80,13 +50,18 @@ pub fn render(spec: &ServerSpec) -> String {
         }
         None => lines.push("skip-networking".into()),
     }
-    lines.extend(FAST_FLAGS.iter().map(|f| f.to_string()));
+    lines.push(format!("# fast start-up and low memory ({})", spec.flavour));
+    lines.extend(spec.flavour.fast_flags().iter().map(|f| f.to_string()));
+    if spec.network.is_some() {
+        lines.extend(spec.flavour.branch_flags().iter().map(|f| f.to_string()));
+    }
     lines.push(format!("# profile: {}", spec.profile));
-    let profile = match spec.profile {
-        Profile::Test => TEST_PROFILE_FLAGS,
-        Profile::Durable => DURABLE_PROFILE_FLAGS,
-    };
-    lines.extend(profile.iter().map(|f| f.to_string()));
+    lines.extend(
+        spec.flavour
+            .profile_flags(spec.profile)
+            .iter()
+            .map(|f| f.to_string()),
+    );
     if !spec.extra_args.is_empty() {
         lines.push("# mysqld.extra_args".into());
         lines.extend(
@@ -109,12 +84,14 @@ mod tests {
 
     fn spec() -> ServerSpec {
         ServerSpec {
+            flavour: Flavour::new(crate::server::flavour::Family::Mariadb, 10, 11, 19),
             datadir: "/p/branches/a".into(),
             network: Some(("127.0.0.1".parse().unwrap(), 3400)),
             socket: "/r/branches/a/mysqld.sock".into(),
             pid_file: "/r/branches/a/mysqld.pid".into(),
             error_log: "/r/branches/a/error.log".into(),
             tmpdir: "/r/branches/a/tmp".into(),
+            secure_file_priv: "/r/branches/a/tmp".into(),
             buffer_pool: ByteSize::mib(128),
             user: "mysql".into(),
             extra_args: vec!["--max-connections=50".into()],
@@ -138,6 +115,30 @@ mod tests {
             assert!(text.lines().any(|l| l == want), "missing {want}:\n{text}");
         }
         assert!(!text.contains("skip-networking"));
+        assert!(text
+            .lines()
+            .any(|l| l == "secure-file-priv=/r/branches/a/tmp"));
+    }
+
+    #[test]
+    fn mysql_gets_its_own_flags() {
+        let mut s = spec();
+        s.flavour = Flavour::new(crate::server::flavour::Family::Mysql, 9, 7, 4);
+        let text = render(&s);
+        for want in [
+            "mysqlx=OFF",
+            "innodb-doublewrite=OFF",
+            "performance-schema=OFF",
+            "innodb-validate-tablespace-paths=OFF",
+        ] {
+            assert!(text.lines().any(|l| l == want), "missing {want}:\n{text}");
+        }
+        s.network = None;
+        assert!(
+            !render(&s).contains("validate"),
+            "a datadir's first start validates"
+        );
+        assert!(!text.contains("aria"), "{text}");
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! In-memory server for unit tests: always ready, records what it was asked to do.
 
+use super::flavour::{Family, Flavour};
 use super::{Preparation, Server};
+use crate::printer::PhaseProgress;
 use anyhow::{anyhow, Result};
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-#[derive(Default)]
 pub struct SimServer {
+    /// What the simulated binary is.
+    pub flavour: Mutex<Flavour>,
     pub prepared: Mutex<Vec<String>>,
     pub fail_ready: Mutex<bool>,
     /// Successive answers of `tables`; the last one repeats.
@@ -18,9 +21,25 @@ pub struct SimServer {
         Mutex<std::collections::BTreeMap<std::path::PathBuf, crate::branch::ActivitySample>>,
 }
 
+impl Default for SimServer {
+    fn default() -> Self {
+        SimServer {
+            flavour: Mutex::new(Flavour::new(Family::Mariadb, 10, 11, 19)),
+            prepared: Mutex::default(),
+            fail_ready: Mutex::default(),
+            tables: Mutex::default(),
+            history: Mutex::default(),
+            samples: Mutex::default(),
+        }
+    }
+}
+
 impl Server for SimServer {
     fn version(&self) -> Result<String> {
         Ok("sim 1.0".into())
+    }
+    fn flavour(&self) -> Result<Flavour> {
+        Ok(*self.flavour.lock().unwrap())
     }
     fn prepare_runtime_dir(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir)?;
@@ -38,12 +57,18 @@ impl Server for SimServer {
         }
         Ok(())
     }
-    fn prepare_baseline(&self, datadir: &Path, _work: &Path, _prep: &Preparation) -> Result<()> {
+    fn prepare_baseline(
+        &self,
+        datadir: &Path,
+        _work: &Path,
+        _prep: &Preparation,
+        _progress: &PhaseProgress,
+    ) -> Result<Flavour> {
         self.prepared
             .lock()
             .unwrap()
             .push(datadir.display().to_string());
-        Ok(())
+        self.flavour()
     }
 
     fn activity(&self, socket: &Path) -> Result<crate::branch::ActivitySample> {
@@ -71,21 +96,5 @@ impl Server for SimServer {
     }
     fn statement_history(&self, _socket: &Path) -> Result<super::StatementHistory> {
         Ok(self.history.lock().unwrap().clone())
-    }
-
-    fn bake(
-        &self,
-        req: &super::bake::BakeRequest,
-        _progress: &dyn super::bake::BakeProgress,
-    ) -> Result<super::bake::BakeSummary> {
-        super::bake::check_cancel(req.cancel)?;
-        self.prepared
-            .lock()
-            .unwrap()
-            .push(req.datadir.display().to_string());
-        Ok(super::bake::BakeSummary {
-            path: "sim".into(),
-            ..Default::default()
-        })
     }
 }

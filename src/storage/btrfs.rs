@@ -2,13 +2,14 @@
 //! embedded sparse image file that this module creates, formats and loop-mounts.
 //!
 //! On-disk layout under the pool directory:
-//! `baselines/gen-NNNNNN` (read-only), `baselines/.work-gen-NNNNNN` (being built),
+//! `baselines/gen-NNNNNN` (read-only), `baselines/building-gen-NNNNNN` (being built; not a
+//! hidden name: MySQL cannot start a datadir below a directory whose name starts with `.`),
 //! `branches/NAME` (writable datadir), `branches/NAME@init` (read-only, clean).
 
+use super::StorageError;
 use super::{PoolInfo, Storage};
 use crate::branch::{BranchName, Generation};
 use crate::check::Check;
-use crate::error::usage;
 use crate::exec;
 use anyhow::{anyhow, Context, Result};
 use libbtrfsutil::{CreateSnapshotOptions, DeleteSubvolumeOptions};
@@ -16,6 +17,11 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// A generation being built: `building-gen-NNNNNN`.
+const WORKSPACE_PREFIX: &str = "building-";
+/// What earlier versions named it (found and removed by `doctor --repair`).
+const LEGACY_WORKSPACE_PREFIX: &str = ".work-";
 
 pub struct BtrfsStorage {
     pool: PathBuf,
@@ -56,11 +62,16 @@ impl BtrfsStorage {
         })
     }
 
+    /// Where a RAM pool keeps generation `gen` on disk.
+    fn stream_file(&self, gen: Generation) -> PathBuf {
+        self.streams.join(format!("{}.btrfs", gen.dir_name()))
+    }
+
     /// Keeps a RAM pool's new generation on disk as a btrfs send stream.
     fn save_stream(&self, gen: Generation) -> Result<()> {
         fs::create_dir_all(&self.streams)
             .with_context(|| format!("creating {}", self.streams.display()))?;
-        let dest = self.streams.join(format!("{}.btrfs", gen.dir_name()));
+        let dest = self.stream_file(gen);
         let partial = dest.with_extension("btrfs.partial");
         exec::run(
             Command::new("btrfs")
@@ -104,10 +115,7 @@ impl BtrfsStorage {
     }
     fn workspace(&self, gen: Generation) -> PathBuf {
         self.baselines_dir()
-            .join(format!(".work-{}", gen.dir_name()))
-    }
-    fn generation_dir(&self, gen: Generation) -> PathBuf {
-        self.baselines_dir().join(gen.dir_name())
+            .join(format!("{WORKSPACE_PREFIX}{}", gen.dir_name()))
     }
     fn init_snapshot(&self, name: &BranchName) -> PathBuf {
         self.branches_dir().join(format!("{name}@init"))
@@ -142,10 +150,11 @@ impl BtrfsStorage {
                 } else {
                     "; run `db-branch init` first"
                 };
-                return Err(usage(format!(
+                return Err(StorageError::NotReady(format!(
                     "the embedded pool image {} does not exist{hint}",
                     image.display()
-                )));
+                ))
+                .into());
             }
             made = true;
             // Build the image under a temporary name so a crash never leaves a half-formatted
@@ -201,31 +210,28 @@ impl BtrfsStorage {
             .delete(path)
             .map_err(|e| anyhow!("deleting btrfs subvolume {} failed: {e}", path.display()))
     }
-}
 
-impl Storage for BtrfsStorage {
-    fn ram_backed(&self) -> bool {
-        self.image_in_ram()
-    }
-
-    fn prepare(&self, create: bool) -> Result<bool> {
+    /// `open` (`create` false) or `init` (`create` true).
+    fn prepare_pool(&self, create: bool) -> Result<bool> {
         let made = match &self.image {
             Some((image, size)) => self.mount_embedded(image, create, *size)?,
             None => {
                 if !self.pool.is_dir() {
-                    return Err(usage(format!(
+                    return Err(StorageError::Misconfigured(format!(
                         "btrfs.path {} does not exist or is not a directory; mount a btrfs \
                          filesystem there, or leave btrfs.path empty for the embedded pool",
                         self.pool.display()
-                    )));
+                    ))
+                    .into());
                 }
                 if !Self::is_btrfs(&self.pool) {
-                    return Err(usage(format!(
+                    return Err(StorageError::Misconfigured(format!(
                         "btrfs.path {} is not on a btrfs filesystem (check with `stat -f -c %T {}`); \
                          mount btrfs there, or leave btrfs.path empty for the embedded pool",
                         self.pool.display(),
                         self.pool.display()
-                    )));
+                    ))
+                    .into());
                 }
                 false
             }
@@ -233,11 +239,12 @@ impl Storage for BtrfsStorage {
         for dir in [self.baselines_dir(), self.branches_dir()] {
             if !dir.is_dir() {
                 if !create {
-                    return Err(usage(format!(
-                        "the pool at {} is not initialised ({} is missing); run `db-branch init`",
+                    return Err(StorageError::NotReady(format!(
+                        "the pool at {} is not initialised ({} is missing)",
                         self.pool.display(),
                         dir.display()
-                    )));
+                    ))
+                    .into());
                 }
                 fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             }
@@ -246,6 +253,20 @@ impl Storage for BtrfsStorage {
             self.restore_streams()?;
         }
         Ok(made)
+    }
+}
+
+impl Storage for BtrfsStorage {
+    fn ram_backed(&self) -> bool {
+        self.image_in_ram()
+    }
+
+    fn open(&self) -> Result<()> {
+        self.prepare_pool(false).map(|_| ())
+    }
+
+    fn init(&self) -> Result<bool> {
+        self.prepare_pool(true)
     }
 
     fn info(&self) -> Result<PoolInfo> {
@@ -304,6 +325,10 @@ impl Storage for BtrfsStorage {
         Ok(())
     }
 
+    fn generation_dir(&self, gen: Generation) -> PathBuf {
+        self.baselines_dir().join(gen.dir_name())
+    }
+
     fn seal_baseline(&self, gen: Generation) -> Result<()> {
         let ws = self.workspace(gen);
         let dest = self.generation_dir(gen);
@@ -331,7 +356,10 @@ impl Storage for BtrfsStorage {
             let name = entry?.file_name();
             if let Some(gen) = name
                 .to_str()
-                .and_then(|n| n.strip_prefix(".work-"))
+                .and_then(|n| {
+                    n.strip_prefix(WORKSPACE_PREFIX)
+                        .or_else(|| n.strip_prefix(LEGACY_WORKSPACE_PREFIX))
+                })
                 .and_then(Generation::from_dir_name)
             {
                 gens.push(gen);
@@ -342,15 +370,18 @@ impl Storage for BtrfsStorage {
     }
 
     fn abandon_baseline(&self, gen: Generation) -> Result<()> {
-        self.delete_subvolume_if_present(&self.workspace(gen))
+        self.delete_subvolume_if_present(&self.workspace(gen))?;
+        self.delete_subvolume_if_present(
+            &self
+                .baselines_dir()
+                .join(format!("{LEGACY_WORKSPACE_PREFIX}{}", gen.dir_name())),
+        )
     }
 
     fn clone_branch(&self, gen: Generation, name: &BranchName) -> Result<PathBuf> {
         let source = self.generation_dir(gen);
         if !source.is_dir() {
-            return Err(usage(format!(
-                "baseline {gen} does not exist; see `db-branch baseline list`"
-            )));
+            return Err(StorageError::NoSuchGeneration(gen).into());
         }
         let init = self.init_snapshot(name);
         let datadir = self.branch_datadir(name);
@@ -427,7 +458,15 @@ impl Storage for BtrfsStorage {
 
     fn remove_baseline(&self, gen: Generation) -> Result<()> {
         // btrfs snapshots do not depend on their source: branches keep their data.
-        self.delete_subvolume_if_present(&self.generation_dir(gen))
+        self.delete_subvolume_if_present(&self.generation_dir(gen))?;
+        // A RAM pool's copy on disk goes too, or it would come back at the next boot.
+        let stream = self.stream_file(gen);
+        match fs::remove_file(&stream) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("removing {}", stream.display()))
+            }
+            _ => Ok(()),
+        }
     }
 
     fn readiness(&self) -> Vec<Check> {

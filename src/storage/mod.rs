@@ -10,10 +10,55 @@ pub mod zfs;
 
 use crate::branch::{BranchName, Generation};
 use crate::check::Check;
+use crate::error::{Classified, Kind};
+use crate::server::flavour::Flavour;
 use anyhow::Result;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// What can be wrong with the pool before any branch is touched.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The pool is missing or not set up: `db-branch init` makes it.
+    #[error("{0}")]
+    NotReady(String),
+    /// The config names something that is not a usable pool.
+    #[error("{0}")]
+    Misconfigured(String),
+    #[error("baseline {0} does not exist")]
+    NoSuchGeneration(Generation),
+    /// Something still depends on what was to be removed.
+    #[error("{0}")]
+    InUse(String),
+}
+
+impl Classified for StorageError {
+    fn kind(&self) -> Kind {
+        match self {
+            StorageError::NoSuchGeneration(_) => Kind::NotFound,
+            _ => Kind::Usage,
+        }
+    }
+    fn hints(&self) -> Vec<String> {
+        match self {
+            StorageError::NotReady(_) => vec!["run `db-branch init`".into()],
+            StorageError::NoSuchGeneration(_) => vec!["see `db-branch baseline list`".into()],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// The file in a generation's datadir that says which server made it and when.
+pub const GENERATION_INFO: &str = "db-branch-generation.json";
+
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct GenerationInfo {
+    pub server: Flavour,
+    pub created: chrono::DateTime<chrono::Utc>,
+    /// `empty`, `datadir`, `bake (tablespace)`, …
+    pub source: String,
+}
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct PoolInfo {
@@ -28,11 +73,14 @@ pub struct PoolInfo {
 }
 
 pub trait Storage: Send + Sync {
-    /// Makes the pool usable: mounts the embedded image if it is not mounted (after a reboot),
-    /// checks a configured path really is the right filesystem. With `create`, also makes the
-    /// embedded image and the directory skeleton (`init`). Returns true when it made a new
-    /// pool (a RAM pool after a reboot is rebuilt from the baselines kept on disk).
-    fn prepare(&self, create: bool) -> Result<bool>;
+    /// Makes the pool usable: mounts the embedded image if it is not mounted (after a
+    /// reboot), checks a configured path really is the right filesystem. Fails with
+    /// `StorageError::NotReady` when `init` never ran.
+    fn open(&self) -> Result<()>;
+    /// `init`: `open`, making the embedded image, the datasets and the directory skeleton
+    /// where missing. Returns true when it made a new pool (a RAM pool after a reboot is
+    /// rebuilt from the baselines kept on disk).
+    fn init(&self) -> Result<bool>;
     /// The pool lives in RAM: its growth is memory.
     fn ram_backed(&self) -> bool;
     fn info(&self) -> Result<PoolInfo>;
@@ -43,6 +91,39 @@ pub trait Storage: Send + Sync {
     fn begin_baseline(&self, gen: Generation) -> Result<PathBuf>;
     /// Copies a directory tree into a workspace (reflinks where the filesystem allows).
     fn fill_from_dir(&self, workspace: &Path, source: &Path) -> Result<()>;
+    /// Where generation `gen`'s files can be read (read-only).
+    fn generation_dir(&self, gen: Generation) -> PathBuf;
+    /// Which server made generation `gen`: its `GENERATION_INFO` file, else what its
+    /// datadir says (generations made before the file existed). None when neither tells.
+    fn generation_info(&self, gen: Generation) -> Result<Option<GenerationInfo>> {
+        let dir = self.generation_dir(gen);
+        if let Ok(text) = std::fs::read_to_string(dir.join(GENERATION_INFO)) {
+            if let Ok(info) = serde_json::from_str(&text) {
+                return Ok(Some(info));
+            }
+        }
+        Ok(Flavour::of_datadir(&dir).map(|server| GenerationInfo {
+            server,
+            created: std::fs::metadata(&dir)
+                .and_then(|m| m.modified())
+                .map(Into::into)
+                .unwrap_or_default(),
+            source: "unknown".into(),
+        }))
+    }
+    /// Records in the workspace of generation `gen` which server made it (before sealing).
+    fn write_generation_info(
+        &self,
+        _gen: Generation,
+        workspace: &Path,
+        info: &GenerationInfo,
+    ) -> Result<()> {
+        crate::store::files::write_atomic(
+            &workspace.join(GENERATION_INFO),
+            &serde_json::to_vec_pretty(info)?,
+            0o644,
+        )
+    }
     /// Freezes the workspace as read-only generation `gen`.
     fn seal_baseline(&self, gen: Generation) -> Result<()>;
     /// Removes a workspace that will not become a generation. Idempotent.

@@ -23,14 +23,30 @@ pub struct SimState {
     pub fail_once: Option<&'static str>,
     pub rollbacks: usize,
     pub ram_backed: bool,
+    /// What each generation says made it; set by tests and `seal_baseline`.
+    pub infos: BTreeMap<Generation, super::GenerationInfo>,
     /// Metadata kept with storage (as ZFS does); set by tests.
     pub metadata: BTreeMap<BranchName, BTreeMap<String, String>>,
 }
 
 impl SimStorage {
+    /// A pool holding generation `gen`, made by the sim server's default flavour.
     pub fn with_generation(gen: u32) -> Self {
         let s = SimStorage::default();
-        s.state.lock().unwrap().generations.insert(Generation(gen));
+        let mut st = s.state.lock().unwrap();
+        st.generations.insert(Generation(gen));
+        st.infos.insert(
+            Generation(gen),
+            super::GenerationInfo {
+                server: crate::server::sim::SimServer::default()
+                    .flavour
+                    .into_inner()
+                    .unwrap(),
+                created: chrono::DateTime::UNIX_EPOCH,
+                source: "sim".into(),
+            },
+        );
+        drop(st);
         s
     }
     pub fn fail_once(&self, op: &'static str) {
@@ -50,11 +66,30 @@ impl SimStorage {
 }
 
 impl Storage for SimStorage {
-    fn prepare(&self, _create: bool) -> Result<bool> {
-        let mut st = self.check("prepare")?;
+    fn open(&self) -> Result<()> {
+        let _state = self.check("open")?;
+        Ok(())
+    }
+    fn init(&self) -> Result<bool> {
+        let mut st = self.check("init")?;
         let new = !st.prepared;
         st.prepared = true;
         Ok(new)
+    }
+    fn generation_dir(&self, gen: Generation) -> PathBuf {
+        PathBuf::from("/sim/baselines").join(gen.dir_name())
+    }
+    fn write_generation_info(
+        &self,
+        gen: Generation,
+        _workspace: &Path,
+        info: &super::GenerationInfo,
+    ) -> Result<()> {
+        self.state.lock().unwrap().infos.insert(gen, info.clone());
+        Ok(())
+    }
+    fn generation_info(&self, gen: Generation) -> Result<Option<super::GenerationInfo>> {
+        Ok(self.state.lock().unwrap().infos.get(&gen).cloned())
     }
     fn ram_backed(&self) -> bool {
         self.state.lock().unwrap().ram_backed
@@ -81,7 +116,7 @@ impl Storage for SimStorage {
     }
     fn begin_baseline(&self, gen: Generation) -> Result<PathBuf> {
         self.check("begin_baseline")?.workspaces.insert(gen);
-        Ok(PathBuf::from(format!("/sim/baselines/.work-{gen}")))
+        Ok(PathBuf::from(format!("/sim/baselines/building-{gen}")))
     }
     fn fill_from_dir(&self, _workspace: &Path, _source: &Path) -> Result<()> {
         self.check("fill_from_dir").map(|_| ())

@@ -7,10 +7,10 @@
 //! a new generation is built in; `DATASET/branches/NAME` is a clone of a generation with its
 //! own `@init`. Datasets use recordsize=16K (InnoDB's page), lz4 and atime=off.
 
+use super::StorageError;
 use super::{PoolInfo, Storage};
 use crate::branch::{BranchName, Generation};
 use crate::check::Check;
-use crate::error::usage;
 use crate::exec;
 use anyhow::{anyhow, Context, Result};
 use std::collections::BTreeMap;
@@ -164,17 +164,17 @@ impl ZfsStorage {
             })
             .collect())
     }
-}
 
-impl Storage for ZfsStorage {
-    fn prepare(&self, create: bool) -> Result<bool> {
+    /// `open` (`create` false) or `init` (`create` true).
+    fn prepare_pool(&self, create: bool) -> Result<bool> {
         let mut made = false;
         if !self.exists(&self.dataset)? {
             if !create {
-                return Err(usage(format!(
-                    "ZFS dataset {} does not exist; run `db-branch init` (the pool must exist: `zpool list`)",
+                return Err(StorageError::NotReady(format!(
+                    "ZFS dataset {} does not exist (its pool must exist: `zpool list`)",
                     self.dataset
-                )));
+                ))
+                .into());
             }
             let mut args = vec!["create".to_string(), "-p".to_string()];
             for (k, v) in DATASET_PROPERTIES {
@@ -191,9 +191,9 @@ impl Storage for ZfsStorage {
         for ds in [self.baseline(), self.branches_ds()] {
             if !self.exists(&ds)? {
                 if !create {
-                    return Err(usage(format!(
-                        "ZFS dataset {ds} is missing; run `db-branch init`"
-                    )));
+                    return Err(
+                        StorageError::NotReady(format!("ZFS dataset {ds} is missing")).into(),
+                    );
                 }
                 zfs(&["create", &ds])?;
             }
@@ -210,6 +210,16 @@ impl Storage for ZfsStorage {
             }
         }
         Ok(made)
+    }
+}
+
+impl Storage for ZfsStorage {
+    fn open(&self) -> Result<()> {
+        self.prepare_pool(false).map(|_| ())
+    }
+
+    fn init(&self) -> Result<bool> {
+        self.prepare_pool(true)
     }
 
     fn ram_backed(&self) -> bool {
@@ -255,6 +265,10 @@ impl Storage for ZfsStorage {
         exec::run(Command::new("cp").arg("-a").arg(src).arg(workspace))
             .with_context(|| format!("copying {} into the new baseline", source.display()))?;
         Ok(())
+    }
+
+    fn generation_dir(&self, gen: Generation) -> PathBuf {
+        self.workspace().join(".zfs/snapshot").join(gen.dir_name())
     }
 
     fn seal_baseline(&self, gen: Generation) -> Result<()> {
@@ -304,14 +318,15 @@ impl Storage for ZfsStorage {
             .filter(|c| !c.is_empty() && *c != "-")
             .collect();
         if !clones.is_empty() {
-            return Err(usage(format!(
+            return Err(StorageError::InUse(format!(
                 "baseline {gen} is held by the branches cloned from it: {}",
                 clones
                     .iter()
                     .map(|c| c.rsplit('/').next().unwrap_or(c))
                     .collect::<Vec<_>>()
                     .join(", ")
-            )));
+            ))
+            .into());
         }
         zfs(&["destroy", &snap])?;
         Ok(())

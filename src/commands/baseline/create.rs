@@ -1,0 +1,25 @@
+use crate::cli::BaselineCreateArgs;
+use crate::host::Host;
+use crate::ops::baseline::{create, CreateBaselineOptions};
+use crate::view::baseline::BaselineCreated;
+use anyhow::Result;
+use std::time::Instant;
+
+pub fn run(host: &Host, args: &BaselineCreateArgs) -> Result<()> {
+    let started = Instant::now();
+    let generation = create(
+        host,
+        &CreateBaselineOptions {
+            empty: args.empty,
+            from_datadir: args.from_datadir.clone(),
+            sql: args.sql.clone(),
+        },
+    )?;
+    host.printer.note(format!(
+        "baseline {generation} is ready; create a branch with `db-branch create NAME`"
+    ));
+    host.printer.emit(&BaselineCreated {
+        generation,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}

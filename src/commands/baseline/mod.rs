@@ -1,0 +1,5 @@
+//! `baseline create`, `baseline list`, `baseline prune`.
+
+pub mod create;
+pub mod list;
+pub mod prune;

@@ -1,0 +1,16 @@
+use crate::cli::NameArg;
+use crate::host::Host;
+use crate::ops::power::stop;
+use crate::view::branch::BranchView;
+use anyhow::Result;
+
+pub fn run(host: &Host, args: &NameArg) -> Result<()> {
+    let record = stop(host, &args.name)?;
+    host.printer
+        .note(format!("stopped branch {}; its data is kept", args.name));
+    // With -q a stop prints nothing but errors; --json still gets the branch.
+    if host.printer.quiet && !host.printer.json {
+        return Ok(());
+    }
+    host.printer.emit(&BranchView::of(host, &record))
+}

@@ -1,0 +1,112 @@
+//! How clients reach a branch: its connection details and the environment variables most
+//! clients and frameworks read.
+
+use crate::branch::BranchRecord;
+use crate::host::Host;
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+use serde::Serialize;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Connection {
+    pub host: String,
+    pub port: u16,
+    pub socket: PathBuf,
+    pub user: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub password: String,
+    pub url: String,
+}
+
+impl Connection {
+    pub fn of(host: &Host, record: &BranchRecord) -> Connection {
+        let addr = host.config.bind_address;
+        let host_part = if addr.is_ipv6() {
+            format!("[{addr}]")
+        } else {
+            addr.to_string()
+        };
+        let user = &host.config.client.user;
+        let password = &host.config.client.password;
+        let credentials = if password.is_empty() {
+            utf8_percent_encode(user, NON_ALPHANUMERIC).to_string()
+        } else {
+            format!(
+                "{}:{}",
+                utf8_percent_encode(user, NON_ALPHANUMERIC),
+                utf8_percent_encode(password, NON_ALPHANUMERIC)
+            )
+        };
+        Connection {
+            host: addr.to_string(),
+            port: record.port,
+            socket: host.layout.socket(&record.name),
+            user: user.clone(),
+            password: password.clone(),
+            url: format!("mysql://{credentials}@{host_part}:{}/", record.port),
+        }
+    }
+
+    /// The variables most clients and frameworks read, in a stable order.
+    pub fn variables(&self, name: &str) -> Vec<(&'static str, String)> {
+        let mut vars = vec![
+            ("DB_BRANCH_NAME", name.to_string()),
+            ("DATABASE_URL", self.url.clone()),
+            ("MYSQL_HOST", self.host.clone()),
+            ("MYSQL_TCP_PORT", self.port.to_string()),
+            ("MYSQL_PORT", self.port.to_string()),
+            ("MYSQL_UNIX_PORT", self.socket.display().to_string()),
+            ("MYSQL_USER", self.user.clone()),
+            ("DB_HOST", self.host.clone()),
+            ("DB_PORT", self.port.to_string()),
+            ("DB_USERNAME", self.user.clone()),
+        ];
+        if !self.password.is_empty() {
+            vars.push(("MYSQL_PWD", self.password.clone()));
+            vars.push(("DB_PASSWORD", self.password.clone()));
+        }
+        vars
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::branch::{Generation, Phase};
+    use crate::ops::testing::sim_host;
+    use crate::values::ByteSize;
+
+    #[test]
+    fn url_escapes_credentials_and_brackets_ipv6() {
+        let mut sim = sim_host();
+        sim.host.config.client.password = "p@ss:w/rd".into();
+        sim.host.config.bind_address = "::1".parse().unwrap();
+        let record = BranchRecord {
+            port: 3401,
+            phase: Phase::Ready,
+            ..BranchRecord::new(
+                "a".parse().unwrap(),
+                Generation(1),
+                ByteSize::mib(128),
+                chrono::Utc::now(),
+            )
+        };
+        let c = Connection::of(&sim.host, &record);
+        assert_eq!(c.url, "mysql://root:p%40ss%3Aw%2Frd@[::1]:3401/");
+    }
+
+    #[test]
+    fn password_only_when_set() {
+        let mut c = Connection {
+            host: "127.0.0.1".into(),
+            port: 3400,
+            socket: "/r/s".into(),
+            user: "root".into(),
+            password: String::new(),
+            url: "mysql://root@127.0.0.1:3400/".into(),
+        };
+        assert!(!c.variables("a").iter().any(|(k, _)| *k == "MYSQL_PWD"));
+        c.password = "x".into();
+        assert!(c.variables("a").iter().any(|(k, _)| *k == "MYSQL_PWD"));
+    }
+}

@@ -1,0 +1,459 @@
+//! Is this host ready, how many more branches fit, and what did crashes leave behind?
+//! Read-only unless asked to repair.
+
+use super::discard::discard;
+use super::launch::{launch, write_options};
+use crate::branch::{BranchName, Phase};
+use crate::check::{Check, Level};
+use crate::host::Host;
+use crate::store::{locks, records, reservations};
+use crate::values::ByteSize;
+use anyhow::Result;
+use serde::Serialize;
+use std::collections::BTreeSet;
+
+/// Memory a running branch costs beyond its buffer pool once warm (measured: 145 MB RSS
+/// with a full 128 MB pool; 55 MB idle).
+pub const SERVER_OVERHEAD: u64 = 32 << 20;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DoctorReport {
+    pub checks: Vec<Check>,
+    pub available_memory_bytes: u64,
+    /// Warm memory per branch at the default buffer pool: buffer pool + server overhead.
+    pub per_branch_bytes: u64,
+    /// How many more default-sized branches the memory guard would admit, one after another.
+    pub branches_that_fit: u64,
+    pub free_ports: usize,
+    /// What crashes left behind (empty when the scan could not run, see checks).
+    pub findings: Vec<Finding>,
+}
+
+/// The host's readiness, without looking for orphans.
+pub fn report(host: &Host, config_note: &str) -> DoctorReport {
+    let c = &host.config;
+    let mut checks = vec![Check::ok("config", config_note)];
+    checks.push(if nix::unistd::geteuid().is_root() {
+        Check::ok("root", "running as root")
+    } else {
+        Check::fail("root", "db-branch must run as root (sudo)")
+    });
+    checks.push(match host.server.version() {
+        Ok(v) => Check::ok("server", v),
+        Err(e) => Check::fail("server", format!("{e:#}")),
+    });
+    let kind = host.services.kind();
+    let systemd_up = crate::supervisor::systemd::is_running();
+    checks.push(match (kind, systemd_up) {
+        ("systemd", true) => Check::ok("service manager", "systemd (running as init)"),
+        ("systemd", false) => Check::fail(
+            "service manager",
+            "service_manager = \"systemd\" but systemd is not running; use \"auto\" or \"process\"",
+        ),
+        (k, _) => Check::ok(
+            "service manager",
+            format!(
+                "{k} (systemd {})",
+                if systemd_up { "running" } else { "not running" }
+            ),
+        ),
+    });
+    checks.extend(host.storage.readiness());
+
+    let available = host.memory.available().unwrap_or(0);
+    let headroom = c.memory.headroom.bytes();
+    let per_branch = c.mysqld.buffer_pool.bytes() + SERVER_OVERHEAD;
+    let fit = available.saturating_sub(headroom) / per_branch;
+    checks.push(Check::new(
+        "memory",
+        if fit == 0 { Level::Fail } else { Level::Ok },
+        format!(
+            "{} available; a branch needs {} warm ({} buffer pool + {} server) and {} headroom stays free: {fit} more fit",
+            ByteSize(available),
+            ByteSize(per_branch),
+            c.mysqld.buffer_pool,
+            ByteSize(SERVER_OVERHEAD),
+            c.memory.headroom
+        ),
+    ));
+
+    let records = records::list(&host.layout).unwrap_or_default();
+    let held: BTreeSet<u16> = records.iter().map(|r| r.port).collect();
+    let free_ports = c
+        .ports
+        .iter()
+        .filter(|p| !held.contains(p) && host.ports.is_free(c.bind_address, *p))
+        .count();
+    checks.push(Check::new(
+        "ports",
+        if free_ports == 0 {
+            Level::Fail
+        } else {
+            Level::Ok
+        },
+        format!(
+            "{} on {}: {} held by branches, {free_ports} free",
+            c.ports,
+            c.bind_address,
+            held.len()
+        ),
+    ));
+    if !c.bind_address.is_loopback() {
+        checks.push(Check::warn(
+            "bind address",
+            format!("branch servers listen on {}, not loopback", c.bind_address),
+        ));
+    }
+    checks.push(Check::ok("branches", format!("{} recorded", records.len())));
+    DoctorReport {
+        checks,
+        available_memory_bytes: available,
+        per_branch_bytes: per_branch,
+        branches_that_fit: fit,
+        free_ports,
+        findings: Vec::new(),
+    }
+}
+
+/// The report, and the orphans (repaired with `repair`) when they can be looked for.
+pub fn doctor(host: &Host, config_note: &str, repair: bool) -> DoctorReport {
+    let mut report = report(host, config_note);
+    // Orphans can be looked for when we are root and the pool is there.
+    let ready = !report
+        .checks
+        .iter()
+        .any(|c| c.level == Level::Fail && (c.name == "root" || c.name == "pool"));
+    if ready {
+        match orphans(host, repair) {
+            Ok(f) => report.findings = f,
+            Err(e) => report
+                .checks
+                .push(Check::fail("orphans", format!("could not look: {e:#}"))),
+        }
+    } else if repair {
+        report.checks.push(Check::fail(
+            "orphans",
+            "not looked for: run as root with the pool in place (`db-branch init`)",
+        ));
+    }
+    report
+}
+
+/// What a crash or a hand left behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum FindingKind {
+    #[serde(rename = "half-made branch")]
+    HalfMadeBranch,
+    #[serde(rename = "record without storage")]
+    RecordWithoutStorage,
+    #[serde(rename = "record rebuilt from the pool")]
+    RecordRebuilt,
+    #[serde(rename = "storage without record")]
+    StorageWithoutRecord,
+    #[serde(rename = "server without branch")]
+    ServerWithoutBranch,
+    #[serde(rename = "directory without record")]
+    DirectoryWithoutRecord,
+    #[serde(rename = "stale reservation")]
+    StaleReservation,
+    #[serde(rename = "unfinished baseline")]
+    UnfinishedBaseline,
+}
+
+/// What `--repair` did about a finding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Repair {
+    Found,
+    Repaired,
+    /// Another invocation holds it: left alone.
+    SkippedInUse,
+    Failed(String),
+}
+
+impl std::fmt::Display for Repair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Repair::Found => f.write_str("found"),
+            Repair::Repaired => f.write_str("repaired"),
+            Repair::SkippedInUse => f.write_str("skipped (in use)"),
+            Repair::Failed(e) => write!(f, "repair failed: {e}"),
+        }
+    }
+}
+
+impl Serialize for Repair {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl std::fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = serde_json::to_value(self).expect("plain enum");
+        f.write_str(s.as_str().unwrap_or("?"))
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub subject: String,
+    pub action: Repair,
+}
+
+/// Looks for orphans and, with `repair`, removes them. Branches another command holds are
+/// left alone (their lock says someone is working on them).
+pub fn orphans(host: &Host, repair: bool) -> Result<Vec<Finding>> {
+    host.storage.open()?;
+    let mut findings = Vec::new();
+    let mut note = |kind: FindingKind, subject: String, outcome: Option<Result<()>>| {
+        let action = match outcome {
+            None => Repair::Found,
+            Some(Ok(())) => Repair::Repaired,
+            Some(Err(e)) if locks::is_busy(&e) => Repair::SkippedInUse,
+            Some(Err(e)) => Repair::Failed(format!("{e:#}")),
+        };
+        findings.push(Finding {
+            kind,
+            subject,
+            action,
+        });
+    };
+    let try_lock = |name: &BranchName| {
+        locks::try_lock(&host.layout.branch_lock(name), &format!("branch {name}"))
+    };
+    let fix = |name: &BranchName, f: &dyn Fn() -> Result<()>| -> Option<Result<()>> {
+        repair.then(|| {
+            let _lock = try_lock(name)?;
+            f()
+        })
+    };
+
+    let listed = records::list(&host.layout)?;
+    let recorded: BTreeSet<BranchName> = listed.iter().map(|r| r.name.clone()).collect();
+    for r in &listed {
+        // A record still `creating` whose branch lock nobody holds: its create died.
+        if r.phase == Phase::Creating && try_lock(&r.name).is_ok() {
+            let outcome = fix(&r.name, &|| discard(host, &r.name));
+            note(FindingKind::HalfMadeBranch, r.name.to_string(), outcome);
+        } else if r.phase == Phase::Ready && !host.storage.branch_exists(&r.name)? {
+            let outcome = fix(&r.name, &|| discard(host, &r.name));
+            note(
+                FindingKind::RecordWithoutStorage,
+                r.name.to_string(),
+                outcome,
+            );
+        }
+    }
+    for name in host.storage.branches()? {
+        if recorded.contains(&name) {
+            continue;
+        }
+        // Storage that carries its own metadata (ZFS user properties) gets its record back;
+        // anything else is an orphan.
+        let meta = host.storage.get_branch_metadata(&name).unwrap_or_default();
+        if let Some(record) = records::from_metadata(&name, &meta) {
+            let outcome = fix(&name, &|| {
+                host.server
+                    .prepare_runtime_dir(&host.layout.branch_dir(&name))?;
+                records::save(&host.layout, &record)?;
+                write_options(host, &record)
+            });
+            note(FindingKind::RecordRebuilt, name.to_string(), outcome);
+        } else {
+            let outcome = fix(&name, &|| discard(host, &name));
+            note(FindingKind::StorageWithoutRecord, name.to_string(), outcome);
+        }
+    }
+    for name in host.services.running_branches()? {
+        if !recorded.contains(&name) && !host.storage.branch_exists(&name)? {
+            let outcome = fix(&name, &|| {
+                let l = launch(host, &name);
+                host.services.kill(&l)?;
+                host.services.forget(&l)
+            });
+            note(FindingKind::ServerWithoutBranch, name.to_string(), outcome);
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(host.layout.branches_dir()) {
+        for entry in entries.flatten() {
+            let Ok(name) = entry.file_name().to_string_lossy().parse::<BranchName>() else {
+                continue;
+            };
+            // A record the repair above just rebuilt counts too.
+            let has_record = recorded.contains(&name)
+                || records::load(&host.layout, &name).ok().flatten().is_some();
+            if !has_record && entry.path().is_dir() {
+                let outcome = fix(&name, &|| records::remove_dir(&host.layout, &name));
+                note(
+                    FindingKind::DirectoryWithoutRecord,
+                    name.to_string(),
+                    outcome,
+                );
+            }
+        }
+    }
+    for (path, pid) in reservations::stale(&host.layout) {
+        let outcome = repair.then(|| std::fs::remove_file(&path).map_err(Into::into));
+        note(
+            FindingKind::StaleReservation,
+            format!("{} (pid {pid})", path.display()),
+            outcome,
+        );
+    }
+    for gen in host.storage.workspaces()? {
+        // A build in progress holds the baseline lock.
+        let busy = locks::try_lock(&host.layout.baseline_lock(), "baseline");
+        let outcome = match busy {
+            Ok(_held) if repair => Some(host.storage.abandon_baseline(gen)),
+            Ok(_) => None,
+            Err(e) => repair.then_some(Err(e)),
+        };
+        note(FindingKind::UnfinishedBaseline, gen.to_string(), outcome);
+    }
+    // Locks cannot go stale: they are flock(2) locks, which the kernel releases when their
+    // process dies. Their small files stay for the next command on the same name.
+    Ok(findings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::testing::sim_host;
+
+    #[test]
+    fn counts_branches_that_fit() {
+        let sim = sim_host();
+        // 8 GiB available, 300 MiB headroom, 160 MiB per branch.
+        let r = report(&sim.host, "defaults");
+        assert_eq!(r.per_branch_bytes, 160 << 20);
+        assert_eq!(
+            r.branches_that_fit,
+            ((8u64 << 30) - (300 << 20)) / (160 << 20)
+        );
+        assert_eq!(r.free_ports, 600);
+        sim.memory
+            .0
+            .store(100 << 20, std::sync::atomic::Ordering::SeqCst);
+        let r = report(&sim.host, "defaults");
+        assert_eq!(r.branches_that_fit, 0);
+        assert!(r
+            .checks
+            .iter()
+            .any(|c| c.name == "memory" && c.level == Level::Fail));
+    }
+}
+
+#[cfg(test)]
+mod orphan_tests {
+    use super::*;
+    use crate::branch::{Generation, Phase};
+    use crate::ops::create::create;
+    use crate::ops::create::CreateOptions;
+    use crate::ops::testing::{name, sim_host};
+    use crate::supervisor::ServiceState;
+
+    #[test]
+    fn finds_and_repairs_every_kind_of_orphan() {
+        let sim = sim_host();
+        for n in ["ok", "half", "nostorage"] {
+            create(&sim.host, &CreateOptions::named(name(n))).unwrap();
+        }
+        // A create that died after its record, a record whose storage vanished, storage
+        // and a server nobody records, an unfinished baseline.
+        let mut r = records::load(&sim.host.layout, &name("half"))
+            .unwrap()
+            .unwrap();
+        r.phase = Phase::Creating;
+        records::save(&sim.host.layout, &r).unwrap();
+        sim.storage.with_state(|s| {
+            s.branches.remove(&name("nostorage"));
+            s.branches.insert(name("ghost"), (Generation(1), false));
+            s.workspaces.insert(Generation(2));
+        });
+        sim.services
+            .with_state(|s| s.units.insert(name("zombie"), ServiceState::Running));
+
+        let found = orphans(&sim.host, false).unwrap();
+        let kinds: Vec<(FindingKind, &str)> =
+            found.iter().map(|f| (f.kind, f.subject.as_str())).collect();
+        assert!(
+            kinds.contains(&(FindingKind::HalfMadeBranch, "half")),
+            "{kinds:?}"
+        );
+        assert!(
+            kinds.contains(&(FindingKind::RecordWithoutStorage, "nostorage")),
+            "{kinds:?}"
+        );
+        assert!(
+            kinds.contains(&(FindingKind::StorageWithoutRecord, "ghost")),
+            "{kinds:?}"
+        );
+        assert!(
+            kinds.contains(&(FindingKind::ServerWithoutBranch, "zombie")),
+            "{kinds:?}"
+        );
+        assert!(
+            kinds.contains(&(FindingKind::UnfinishedBaseline, "gen-000002")),
+            "{kinds:?}"
+        );
+        assert!(found.iter().all(|f| f.action == Repair::Found));
+        assert_eq!(
+            sim.storage.with_state(|s| s.branches.len()),
+            3,
+            "a scan changes nothing"
+        );
+
+        let fixed = orphans(&sim.host, true).unwrap();
+        assert!(
+            fixed.iter().all(|f| f.action == Repair::Repaired),
+            "{fixed:?}"
+        );
+        let again = orphans(&sim.host, false).unwrap();
+        assert!(again.is_empty(), "{again:?}");
+        let names: Vec<String> = records::list(&sim.host.layout)
+            .unwrap()
+            .iter()
+            .map(|r| r.name.to_string())
+            .collect();
+        assert_eq!(names, ["ok"], "the healthy branch stays");
+        assert_eq!(
+            sim.services
+                .with_state(|s| s.units.keys().cloned().collect::<Vec<_>>()),
+            vec![name("ok")]
+        );
+    }
+}
+
+#[cfg(test)]
+mod rebuild_tests {
+    use super::*;
+    use crate::ops::create::create;
+    use crate::ops::create::CreateOptions;
+    use crate::ops::testing::{name, sim_host};
+    use crate::store::records::to_metadata as storage_metadata;
+
+    #[test]
+    fn a_lost_record_comes_back_from_storage_metadata() {
+        let sim = sim_host();
+        let made = create(&sim.host, &CreateOptions::named(name("a"))).unwrap();
+        let r = records::load(&sim.host.layout, &name("a"))
+            .unwrap()
+            .unwrap();
+        sim.storage
+            .with_state(|s| s.metadata.insert(name("a"), storage_metadata(&r)));
+        std::fs::remove_file(sim.host.layout.record_file(&name("a"))).unwrap();
+        let fixed = orphans(&sim.host, true).unwrap();
+        assert!(
+            fixed
+                .iter()
+                .any(|f| f.kind == FindingKind::RecordRebuilt && f.action == Repair::Repaired),
+            "{fixed:?}"
+        );
+        let back = records::load(&sim.host.layout, &name("a"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(back.port, made.record.port);
+        assert!(orphans(&sim.host, false).unwrap().is_empty());
+    }
+}

@@ -1,0 +1,110 @@
+//! Expiry and protection: when `gc` may delete a branch, and what keeps it from `delete`.
+
+use super::record::{persist, require};
+use crate::branch::{BranchName, BranchRecord, Protection};
+use crate::error::usage;
+use crate::host::Host;
+use crate::values::Duration;
+use anyhow::Result;
+use chrono::{DateTime, Utc};
+
+/// An expiry asked for on the command line.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum ExpiryRequest {
+    /// Not asked: the default applies (or, for an existing branch, nothing changes).
+    #[default]
+    Unset,
+    /// This long from now.
+    Ttl(Duration),
+    /// At this moment.
+    At(DateTime<Utc>),
+}
+
+/// `now + d`, or a usage error when that is past what a timestamp can hold.
+pub fn after(now: DateTime<Utc>, d: Duration, what: &str) -> Result<DateTime<Utc>> {
+    chrono::Duration::from_std(d.0)
+        .ok()
+        .and_then(|d| now.checked_add_signed(d))
+        .filter(|t| t.timestamp() < 253_402_300_800) // year 9999: what RFC 3339 can write
+        .ok_or_else(|| {
+            usage(format!(
+                "{what} {d} is too far in the future; give at most a few years"
+            ))
+        })
+}
+
+/// The expiry `req` means at `now`; without one, `default` (zero = never expires).
+pub fn resolve(
+    now: DateTime<Utc>,
+    req: ExpiryRequest,
+    default: Option<Duration>,
+) -> Result<Option<DateTime<Utc>>> {
+    match req {
+        ExpiryRequest::At(t) => Ok(Some(t)),
+        ExpiryRequest::Ttl(d) if d.is_zero() => Ok(None),
+        ExpiryRequest::Ttl(d) => after(now, d, "--ttl").map(Some),
+        ExpiryRequest::Unset => match default.filter(|d| !d.is_zero()) {
+            Some(d) => after(now, d, "lifecycle.default_ttl").map(Some),
+            None => Ok(None),
+        },
+    }
+}
+
+pub fn extend(host: &Host, name: &BranchName, req: ExpiryRequest) -> Result<BranchRecord> {
+    let expires_at = resolve(host.clock.now(), req, None)?;
+    let _lock = host.branch_lock(name)?;
+    let mut record = require(host, name)?;
+    record.expires_at = expires_at;
+    persist(host, &record)?;
+    Ok(record)
+}
+
+/// Protects a branch for `duration` (None: until `unprotect`).
+pub fn protect(host: &Host, name: &BranchName, duration: Option<Duration>) -> Result<BranchRecord> {
+    let until = duration
+        .map(|d| after(host.clock.now(), d, "--for"))
+        .transpose()?;
+    let _lock = host.branch_lock(name)?;
+    let mut record = require(host, name)?;
+    record.protection = Some(Protection { until });
+    persist(host, &record)?;
+    Ok(record)
+}
+
+pub fn unprotect(host: &Host, name: &BranchName) -> Result<BranchRecord> {
+    let _lock = host.branch_lock(name)?;
+    let mut record = require(host, name)?;
+    record.protection = None;
+    persist(host, &record)?;
+    Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{exit_code, EXIT_USAGE};
+
+    #[test]
+    fn huge_durations_are_usage_errors_not_panics() {
+        let now = Utc::now();
+        for d in ["1000000y", "300000y", "18446744073709551615s"] {
+            let Ok(d) = d.parse::<Duration>() else {
+                continue;
+            };
+            let e = resolve(now, ExpiryRequest::Ttl(d), None).unwrap_err();
+            assert_eq!(exit_code(&e), EXIT_USAGE, "{d}");
+            assert!(e.to_string().contains("too far"), "{e}");
+            let e = resolve(now, ExpiryRequest::Unset, Some(d)).unwrap_err();
+            assert!(e.to_string().contains("lifecycle.default_ttl"), "{e}");
+        }
+        let week: Duration = "7d".parse().unwrap();
+        assert_eq!(
+            resolve(now, ExpiryRequest::Ttl(week), None).unwrap(),
+            Some(now + chrono::Duration::days(7))
+        );
+        assert_eq!(
+            resolve(now, ExpiryRequest::Unset, Some("0s".parse().unwrap())).unwrap(),
+            None
+        );
+    }
+}

@@ -1,0 +1,138 @@
+//! Starting a branch's server: what the supervisor needs (`Launch`), the option file the
+//! server reads, the start itself and the wait until it answers.
+
+use crate::branch::{Activity, BranchName, BranchRecord};
+use crate::host::Host;
+use crate::server::options::{render, ServerSpec};
+use crate::store::files::write_atomic;
+use crate::supervisor::Launch;
+use anyhow::{Context, Result};
+
+/// What the supervisor needs to run `name`'s server, without memory ceilings (enough to
+/// stop, kill or query it).
+pub fn launch(host: &Host, name: &BranchName) -> Launch {
+    Launch {
+        name: name.clone(),
+        binary: host.config.mysqld.binary.clone(),
+        option_file: host.layout.option_file(name),
+        error_log: host.layout.error_log(name),
+        user: host.config.mysqld.user.clone(),
+        pid_file: host.layout.pid_file(name),
+        supervisor_pid_file: host.layout.branch_dir(name).join("supervisor.pid"),
+        memory_high: 0,
+        memory_max: 0,
+    }
+}
+
+/// Bytes a branch's server may use beyond its buffer pool: extra instrumentation
+/// (migrate-check) takes more.
+pub fn instrumentation(host: &Host, record: &BranchRecord) -> u64 {
+    if record.server_options.is_empty() {
+        0
+    } else {
+        host.server.instrumentation_memory()
+    }
+}
+
+/// `launch` with the memory ceilings the record and the config give it.
+pub fn launch_for(host: &Host, record: &BranchRecord) -> Launch {
+    let mut l = launch(host, &record.name);
+    let base = record.buffer_pool.bytes() + instrumentation(host, record);
+    let allowance = host.config.memory.branch_allowance.bytes();
+    l.memory_max = base + allowance;
+    l.memory_high = base + allowance / 4 * 3;
+    l
+}
+
+pub fn server_spec(host: &Host, record: &BranchRecord) -> Result<ServerSpec> {
+    let name = &record.name;
+    let tmpdir = host.layout.branch_dir(name).join("tmp");
+    Ok(ServerSpec {
+        // The options are for the program that will read them.
+        flavour: host.server.flavour()?,
+        datadir: host.storage.branch_datadir(name),
+        network: Some((host.config.bind_address, record.port)),
+        socket: host.layout.socket(name),
+        pid_file: host.layout.pid_file(name),
+        error_log: host.layout.error_log(name),
+        secure_file_priv: tmpdir.clone(),
+        tmpdir,
+        buffer_pool: record.buffer_pool,
+        user: host.config.mysqld.user.clone(),
+        extra_args: host.config.mysqld.extra_args.clone(),
+        profile: record.profile,
+        branch_options: record.server_options.clone(),
+    })
+}
+
+/// Refuses (exit 2) to start a branch whose baseline another server family or release
+/// series made: the configured binary would upgrade its data dictionary in place.
+pub fn check_server(host: &Host, record: &BranchRecord) -> Result<()> {
+    let made_by = record
+        .server
+        .or_else(|| crate::ops::baseline::generation_server(host, record.baseline));
+    crate::ops::baseline::check_server_for(host, &format!("branch {}", record.name), made_by)
+}
+
+/// Writes the per-branch settings the unit (or the built-in supervisor) reads at start.
+pub fn write_options(host: &Host, record: &BranchRecord) -> Result<()> {
+    let path = host.layout.option_file(&record.name);
+    write_atomic(&path, render(&server_spec(host, record)?).as_bytes(), 0o644)
+}
+
+/// Hands the server to the supervisor (the caller has admitted it and written its
+/// options); returns once the supervisor has started it.
+pub fn start(host: &Host, record: &BranchRecord) -> Result<()> {
+    if !is_up(host, &record.name) {
+        // MySQL refuses to start while its socket's lock file names a process that still
+        // exists, and a server just killed can linger as a zombie until its parent reaps
+        // it. Ours is gone: its lock is stale.
+        let lock = host.layout.socket(&record.name).with_extension("sock.lock");
+        match std::fs::remove_file(&lock) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("removing {}", lock.display()));
+            }
+            _ => {}
+        }
+    }
+    host.services
+        .start(&launch_for(host, record))
+        .with_context(|| format!("starting the server of branch {}", record.name))
+}
+
+/// Waits until the server answers, then records the start as activity: a branch someone
+/// just started is not idle.
+pub fn wait_ready(host: &Host, record: &mut BranchRecord) -> Result<()> {
+    let l = launch(host, &record.name);
+    let alive = || host.services.state(&l).is_ok_and(|s| s.is_up());
+    host.server
+        .wait_ready(
+            &host.layout.socket(&record.name),
+            &l.error_log,
+            host.config.mysqld.start_timeout.0,
+            &alive,
+        )
+        .with_context(|| format!("waiting for the server of branch {} to answer", record.name))?;
+    record.activity = Activity::started(host.clock.now());
+    record.stopped_idle = false;
+    Ok(())
+}
+
+/// Options, start, wait: for a branch whose record is already final (start, reset, wake).
+pub fn start_and_wait(host: &Host, record: &mut BranchRecord) -> Result<()> {
+    write_options(host, record)?;
+    start(host, record)?;
+    wait_ready(host, record)
+}
+
+pub fn is_up(host: &Host, name: &BranchName) -> bool {
+    host.services
+        .state(&launch(host, name))
+        .is_ok_and(|s| s.is_up())
+}
+
+/// Resident memory of a branch's server, if it runs.
+pub fn server_rss(host: &Host, name: &BranchName) -> Option<u64> {
+    let pid = host.services.main_pid(&launch(host, name)).ok()??;
+    host.memory.rss(pid)
+}

@@ -1,0 +1,25 @@
+//! The operations: everything db-branch does, one module per operation, each taking option
+//! structs and returning domain values. They never see clap and never print data (notes go
+//! through the host's printer); `commands/` turns arguments into options and results into
+//! views. Each validates first, takes its locks, then applies through the host's traits,
+//! pushing an undo for every side effect.
+
+pub mod admission;
+pub mod bake;
+pub mod baseline;
+pub mod connection;
+pub mod create;
+pub mod discard;
+pub mod doctor;
+pub mod expiry;
+pub mod gc;
+pub mod init;
+pub mod launch;
+pub mod migrate_check;
+pub mod power;
+pub mod record;
+pub mod reset;
+pub mod stop_idle;
+
+#[cfg(test)]
+pub mod testing;

@@ -1,0 +1,179 @@
+//! Reset a branch: SIGKILL (no graceful shutdown: the data is being thrown away), roll the
+//! datadir back to the clean `@init` snapshot, start, wait. Same port, same connection
+//! details, and no crash recovery, because `@init` was taken from a clean shutdown.
+
+use super::admission::admit;
+use super::expiry::after;
+use super::launch::{self, launch, server_rss};
+use super::record::{persist, require};
+use crate::branch::{BranchName, BranchRecord, Phase};
+use crate::error::{Error, Kind};
+use crate::host::Host;
+use crate::store::records;
+use crate::values::Duration;
+use anyhow::{Context, Result};
+
+#[derive(Debug, Clone)]
+pub struct ResetOptions {
+    pub name: BranchName,
+    /// Also set the expiry to this long from now.
+    pub ttl: Option<Duration>,
+    /// Replace the branch's extra option-file lines (migrate-check's instrumentation);
+    /// None keeps them.
+    pub server_options: Option<Vec<String>>,
+}
+
+impl ResetOptions {
+    pub fn named(name: BranchName) -> Self {
+        ResetOptions {
+            name,
+            ttl: None,
+            server_options: None,
+        }
+    }
+}
+
+pub fn reset(host: &Host, opts: &ResetOptions) -> Result<BranchRecord> {
+    host.storage.open()?;
+    let name = &opts.name;
+    // Everything that can be refused is decided before the kill: a refusal leaves the
+    // branch running as it was.
+    let expires_at = opts
+        .ttl
+        .map(|ttl| after(host.clock.now(), ttl, "--ttl"))
+        .transpose()?;
+    let _lock = host.branch_lock(name)?;
+    let mut record = require(host, name)?;
+    if record.phase != Phase::Ready {
+        return Err(Error::new(
+            Kind::Usage,
+            format!("branch {name} was never finished (its create was interrupted)"),
+        )
+        .hint(format!(
+            "run `db-branch create {name}` to finish or redo it"
+        ))
+        .into());
+    }
+    launch::check_server(host, &record)?;
+    if let Some(options) = &opts.server_options {
+        record.server_options = options.clone();
+    }
+    // The old server's memory comes back when it is killed.
+    let freed = server_rss(host, name).unwrap_or(0);
+    let _reservation = admit(host, &record, freed)?;
+    host.services
+        .kill(&launch(host, name))
+        .with_context(|| format!("killing the server of branch {name}"))?;
+    crate::failpoint::hit("reset:after-kill");
+    host.storage
+        .rollback_branch(name)
+        .with_context(|| format!("rolling branch {name} back to its clean snapshot"))?;
+    crate::failpoint::hit("reset:after-rollback");
+    if expires_at.is_some() {
+        record.expires_at = expires_at;
+        persist(host, &record)?;
+    }
+    launch::write_options(host, &record)?;
+    let started = launch::start(host, &record).and_then(|()| {
+        crate::failpoint::hit("reset:after-start");
+        launch::wait_ready(host, &mut record)
+    });
+    started.with_context(|| {
+        format!("branch {name} was rolled back but its server did not come up; try `db-branch start {name}`")
+    })?;
+    records::save(&host.layout, &record)?;
+    Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{exit_code, EXIT_REFUSED, EXIT_USAGE};
+    use crate::ops::create::create;
+    use crate::ops::create::CreateOptions;
+    use crate::ops::testing::{name, sim_host};
+    use crate::supervisor::ServiceState;
+
+    fn make(sim: &crate::ops::testing::SimHost) {
+        create(&sim.host, &CreateOptions::named(name("a"))).unwrap();
+    }
+
+    #[test]
+    fn reset_kills_rolls_back_and_starts_on_the_same_port() {
+        let sim = sim_host();
+        make(&sim);
+        let before = state_port(&sim);
+        sim.storage
+            .with_state(|s| s.branches.get_mut(&name("a")).unwrap().1 = true);
+        let record = reset(&sim.host, &ResetOptions::named(name("a"))).unwrap();
+        assert_eq!(record.port, before);
+        assert_eq!(
+            sim.services.with_state(|s| s.units[&name("a")]),
+            ServiceState::Running
+        );
+        assert_eq!(sim.services.with_state(|s| (s.kills, s.starts)), (1, 2));
+        assert!(sim.storage.with_state(|s| !s.branches[&name("a")].1));
+    }
+
+    fn state_port(sim: &crate::ops::testing::SimHost) -> u16 {
+        crate::store::records::load(&sim.host.layout, &name("a"))
+            .unwrap()
+            .unwrap()
+            .port
+    }
+
+    #[test]
+    fn refusal_leaves_the_branch_running_untouched() {
+        let sim = sim_host();
+        make(&sim);
+        sim.storage
+            .with_state(|s| s.branches.get_mut(&name("a")).unwrap().1 = true);
+        sim.memory
+            .0
+            .store(10 << 20, std::sync::atomic::Ordering::SeqCst);
+        let e = reset(&sim.host, &ResetOptions::named(name("a"))).unwrap_err();
+        assert_eq!(exit_code(&e), EXIT_REFUSED);
+        assert_eq!(sim.services.with_state(|s| s.kills), 0);
+        assert!(sim.storage.with_state(|s| s.branches[&name("a")].1));
+    }
+
+    #[test]
+    fn unknown_branch_is_a_usage_error() {
+        let sim = sim_host();
+        let e = reset(&sim.host, &ResetOptions::named(name("nope"))).unwrap_err();
+        assert_eq!(exit_code(&e), EXIT_USAGE);
+        assert!(crate::error::render(&e).contains("db-branch create nope"));
+    }
+
+    #[test]
+    fn a_ttl_too_far_is_refused_before_the_branch_is_touched() {
+        let sim = sim_host();
+        make(&sim);
+        let mut opts = ResetOptions::named(name("a"));
+        opts.ttl = Some("1000000y".parse().unwrap());
+        let e = reset(&sim.host, &opts).unwrap_err();
+        assert_eq!(exit_code(&e), EXIT_USAGE);
+        assert_eq!(sim.services.with_state(|s| s.kills), 0);
+        assert_eq!(
+            sim.services.with_state(|s| s.units[&name("a")]),
+            ServiceState::Running,
+            "the branch stays up"
+        );
+    }
+
+    #[test]
+    fn a_branch_of_another_server_is_refused_before_the_kill() {
+        let sim = sim_host();
+        make(&sim);
+        *sim.server.flavour.lock().unwrap() =
+            crate::server::flavour::Flavour::new(crate::server::flavour::Family::Mysql, 9, 7, 4);
+        let e = reset(&sim.host, &ResetOptions::named(name("a"))).unwrap_err();
+        assert_eq!(exit_code(&e), EXIT_USAGE);
+        let text = crate::error::render(&e);
+        assert!(
+            text.contains("MariaDB 10.11.19") && text.contains("MySQL 9.7.4"),
+            "{text}"
+        );
+        assert_eq!(sim.services.with_state(|s| s.kills), 0);
+    }
+}

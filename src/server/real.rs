@@ -1,0 +1,328 @@
+//! The real server: Oracle MySQL's `mysqld` or MariaDB's `mariadbd`, its initialiser and
+//! client. With `conn`, the only code that talks to a server over the MySQL protocol.
+
+use super::binary::ServerBinary;
+use super::conn;
+use super::flavour::{self, Flavour};
+use super::oneoff::OneOff;
+use super::{Preparation, Server, ServerError, StatementEvent, StatementHistory, TableInfo};
+use crate::branch::ActivitySample;
+use crate::printer::PhaseProgress;
+use crate::values::ByteSize;
+use anyhow::{anyhow, Context, Result};
+use mysql::prelude::Queryable;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub struct RealServer {
+    pub binary: ServerBinary,
+    client_user: String,
+    client_password: String,
+}
+
+impl RealServer {
+    pub fn new(
+        binary: PathBuf,
+        user: String,
+        client_user: String,
+        client_password: String,
+        version_cache: Option<PathBuf>,
+    ) -> Self {
+        RealServer {
+            binary: ServerBinary::new(binary, user, version_cache),
+            client_user,
+            client_password,
+        }
+    }
+
+    /// The statements that give the configured client user loopback access.
+    pub fn client_account_sql(&self, flavour: &Flavour) -> Vec<String> {
+        flavour.client_account_sql(&self.client_user, &self.client_password)
+    }
+
+    /// Refuses a datadir this server must not start (another family or release series).
+    pub fn check_can_serve(&self, what: &str, made_by: Option<Flavour>) -> Result<Flavour> {
+        let binary = self.binary.flavour()?;
+        if let Some(made_by) = made_by {
+            if !binary.can_serve(&made_by) {
+                return Err(ServerError::WrongServer {
+                    what: what.to_string(),
+                    made_by,
+                    binary,
+                }
+                .into());
+            }
+        }
+        Ok(binary)
+    }
+}
+
+impl Server for RealServer {
+    fn version(&self) -> Result<String> {
+        self.binary.version_line()
+    }
+
+    fn flavour(&self) -> Result<Flavour> {
+        self.binary.flavour()
+    }
+
+    fn prepare_runtime_dir(&self, dir: &Path) -> Result<()> {
+        let (uid, gid) = user_ids(&self.binary.user)?;
+        for d in [dir.to_path_buf(), dir.join("tmp")] {
+            fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+            nix::unistd::chown(&d, Some(uid), Some(gid))
+                .with_context(|| format!("chown {} to {}", d.display(), self.binary.user))?;
+        }
+        Ok(())
+    }
+
+    fn wait_ready(
+        &self,
+        socket: &Path,
+        error_log: &Path,
+        timeout: Duration,
+        alive: &dyn Fn() -> bool,
+    ) -> Result<()> {
+        conn::wait_ready(socket, error_log, timeout, alive)
+    }
+
+    fn prepare_baseline(
+        &self,
+        datadir: &Path,
+        work: &Path,
+        prep: &Preparation,
+        progress: &PhaseProgress,
+    ) -> Result<Flavour> {
+        let flavour = if prep.initialize {
+            self.binary.flavour()?
+        } else {
+            self.check_can_serve("this datadir", Flavour::of_datadir(datadir))?
+        };
+        let _ = fs::remove_dir_all(work);
+        self.prepare_runtime_dir(work)?;
+        if prep.initialize {
+            progress.phase(&format!("initialise an empty {flavour} datadir"), 0);
+            let cache = work.parent().unwrap_or(work);
+            self.binary
+                .initialize_cached(datadir, &work.join("tmp"), cache)?;
+        }
+        self.binary.give_to_server_user(datadir)?;
+        progress.phase("start a one-off server", 0);
+        let server = OneOff::start(&self.binary, flavour, datadir, work, ByteSize::mib(256))?;
+        if prep.initialize {
+            server
+                .run_statements(&flavour.admin_login_sql())
+                .context("giving db-branch its socket-authenticated login")?;
+        }
+        if prep.create_client_user {
+            server
+                .run_statements(&self.client_account_sql(&flavour))
+                .context("creating the client user in the new baseline")?;
+        }
+        for file in &prep.sql_files {
+            server.run_sql_file(file, progress)?;
+        }
+        progress.phase("clean shutdown (full purge)", 0);
+        server.shutdown_clean(false)?;
+        let _ = fs::remove_dir_all(work);
+        Ok(flavour)
+    }
+
+    fn instrumentation_memory(&self) -> u64 {
+        self.binary
+            .flavour()
+            .map_or(256 << 20, |f| f.instrumentation_memory())
+    }
+
+    fn instrumentation_options(&self) -> Vec<String> {
+        flavour::instrumentation_options()
+    }
+
+    fn tables(&self, socket: &Path) -> Result<Vec<TableInfo>> {
+        let mut conn = conn::admin(socket)?;
+        let view = self.binary.flavour()?.innodb_tables_view();
+        let ids: Vec<(String, u64)> = conn
+            .query(format!(
+                "SELECT NAME, TABLE_ID FROM information_schema.{view}"
+            ))
+            .context("reading InnoDB table ids")?;
+        let ids: std::collections::HashMap<String, u64> = ids.into_iter().collect();
+        // schema, table, data bytes, index bytes, rows (estimated)
+        type Row = (String, String, Option<u64>, Option<u64>, Option<u64>);
+        let rows: Vec<Row> = conn.query(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, DATA_LENGTH, INDEX_LENGTH, TABLE_ROWS \
+             FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA \
+             NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')",
+        )?;
+        Ok(rows
+            .into_iter()
+            .map(|(schema, name, data, index, rows)| TableInfo {
+                table_id: ids.get(&format!("{schema}/{name}")).copied(),
+                schema,
+                name,
+                bytes: data.unwrap_or(0) + index.unwrap_or(0),
+                rows: rows.unwrap_or(0),
+            })
+            .collect())
+    }
+
+    fn statement_history(&self, socket: &Path) -> Result<StatementHistory> {
+        let mut conn = conn::admin(socket)?;
+        let me: u64 = conn
+            .query_first("SELECT THREAD_ID FROM performance_schema.threads WHERE PROCESSLIST_ID = CONNECTION_ID()")?
+            .unwrap_or(0);
+        // -1 (autosized) or 0 when the history is not on.
+        let capacity: i64 = conn
+            .query_first("SELECT @@performance_schema_events_statements_history_long_size")?
+            .unwrap_or(0);
+        if capacity <= 0 {
+            return Err(anyhow!(
+                "performance_schema statement history is off on this server; \
+                 it must be started with the instrumentation options"
+            ));
+        }
+        let capacity = capacity as u64;
+        type Row = (
+            u64,
+            u64,
+            String,
+            Option<String>,
+            Option<String>,
+            Option<u64>,
+            Option<u64>,
+            Option<u64>,
+            Option<u64>,
+            Option<u32>,
+            Option<String>,
+        );
+        let rows: Vec<Row> = conn
+            .query(format!(
+                "SELECT THREAD_ID, EVENT_ID, EVENT_NAME, SQL_TEXT, CURRENT_SCHEMA, TIMER_WAIT, \
+             LOCK_TIME, ROWS_EXAMINED, ROWS_AFFECTED, MYSQL_ERRNO, MESSAGE_TEXT \
+             FROM performance_schema.events_statements_history_long \
+             WHERE THREAD_ID <> {me} ORDER BY TIMER_START"
+            ))
+            .context("reading the statement history (performance_schema)")?;
+        let stages: Vec<(u64, u64, String)> = conn.query(
+            "SELECT THREAD_ID, NESTING_EVENT_ID, EVENT_NAME \
+             FROM performance_schema.events_stages_history_long",
+        )?;
+        let picos = |p: u64| Duration::from_nanos(p / 1000);
+        let events = rows
+            .into_iter()
+            .map(
+                |(
+                    thread,
+                    event_id,
+                    name,
+                    sql,
+                    schema,
+                    wait,
+                    lock,
+                    examined,
+                    affected,
+                    errno,
+                    msg,
+                )| {
+                    StatementEvent {
+                        thread,
+                        event_id,
+                        kind: name.rsplit('/').next().unwrap_or(&name).to_string(),
+                        sql: sql.unwrap_or_default(),
+                        schema,
+                        duration: picos(wait.unwrap_or(0)),
+                        lock: picos(lock.unwrap_or(0)),
+                        rows_examined: examined.unwrap_or(0),
+                        rows_affected: affected.unwrap_or(0),
+                        error: errno
+                            .filter(|e| *e != 0)
+                            .map(|e| format!("{e}: {}", msg.unwrap_or_default())),
+                        stages: stages
+                            .iter()
+                            .filter(|(t, nest, _)| *t == thread && *nest == event_id)
+                            .map(|(_, _, n)| n.clone())
+                            .collect(),
+                    }
+                },
+            )
+            .collect();
+        Ok(StatementHistory { events, capacity })
+    }
+
+    fn activity(&self, socket: &Path) -> Result<ActivitySample> {
+        let mut conn = conn::admin(socket)?;
+        let status: std::collections::HashMap<String, u64> = conn
+            .query_map(
+                "SHOW GLOBAL STATUS WHERE Variable_name LIKE 'Com\\_%' OR Variable_name = 'Uptime'",
+                |(k, v): (String, String)| (k, v.parse().unwrap_or(0)),
+            )?
+            .into_iter()
+            .collect();
+        let me = u64::from(conn.connection_id());
+        // Id, User, Host, db, Command, Time, State, Info, …
+        let rows: Vec<mysql::Row> = conn.query("SHOW PROCESSLIST")?;
+        let busy_clients = rows
+            .iter()
+            .filter(|r| {
+                let id: Option<u64> = r.get(0);
+                let user: Option<String> = r.get(1);
+                let command: Option<String> = r.get(4);
+                id != Some(me)
+                    && user.as_deref() != Some("system user")
+                    && !matches!(command.as_deref(), Some("Sleep" | "Daemon" | "Binlog Dump"))
+            })
+            .count() as u64;
+        Ok(ActivitySample {
+            counter: client_statements(&status),
+            uptime_secs: status.get("Uptime").copied().unwrap_or(0),
+            busy_clients,
+        })
+    }
+}
+
+/// Statements clients ran, from the server's `Com_*` counters, leaving out the kinds
+/// db-branch's own probes use (`DO`, `SHOW STATUS`, `SHOW PROCESSLIST`) and pings.
+/// `Questions` is not used: it also counts each connection's set-up, ours included.
+pub fn client_statements(status: &std::collections::HashMap<String, u64>) -> u64 {
+    const OURS: [&str; 4] = [
+        "Com_do",
+        "Com_show_status",
+        "Com_show_processlist",
+        "Com_admin_commands",
+    ];
+    status
+        .iter()
+        .filter(|(k, _)| k.starts_with("Com_") && !OURS.contains(&k.as_str()))
+        .map(|(_, v)| *v)
+        .sum()
+}
+
+fn user_ids(user: &str) -> Result<(nix::unistd::Uid, nix::unistd::Gid)> {
+    nix::unistd::User::from_name(user)?
+        .map(|u| (u.uid, u.gid))
+        .ok_or_else(|| ServerError::NoSuchUser(user.to_string()).into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_probes_and_pings_do_not_count() {
+        let status: std::collections::HashMap<String, u64> = [
+            ("Com_select", 7),
+            ("Com_insert", 3),
+            ("Com_do", 50),
+            ("Com_show_status", 40),
+            ("Com_show_processlist", 20),
+            ("Com_admin_commands", 9),
+            ("Questions", 1000),
+            ("Uptime", 60),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        assert_eq!(client_statements(&status), 10);
+    }
+}

@@ -1,0 +1,394 @@
+//! systemd over D-Bus (zbus + zbus_systemd): `mysqld@NAME.service` started, stopped and
+//! killed through `org.freedesktop.systemd1`, waiting on the job's `JobRemoved` signal.
+
+use super::{Launch, ServiceManager, ServiceState};
+use anyhow::{anyhow, Context, Result};
+use futures_util::StreamExt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+use zbus::proxy::CacheProperties;
+use zbus_systemd::systemd1::{ManagerProxy, ServiceProxy, UnitProxy};
+
+pub const UNIT_TEMPLATE: &str = include_str!("../../units/mysqld@.service");
+const TIMER_UNITS: [(&str, &str); 4] = [
+    (
+        "stop-idle.service",
+        include_str!("../../units/db-branch-stop-idle.service"),
+    ),
+    (
+        "stop-idle.timer",
+        include_str!("../../units/db-branch-stop-idle.timer"),
+    ),
+    (
+        "gc.service",
+        include_str!("../../units/db-branch-gc.service"),
+    ),
+    ("gc.timer", include_str!("../../units/db-branch-gc.timer")),
+];
+pub struct Systemd {
+    unit_dir: PathBuf,
+    prefix: String,
+    /// (file name, text) of every unit `init` installs.
+    units: Vec<(String, String)>,
+    /// How long a start job may take (`mysqld.start_timeout`).
+    start_timeout: Duration,
+    conn: OnceLock<zbus::Connection>,
+}
+
+/// What the units need to know about this host.
+pub struct UnitParams<'a> {
+    pub root: &'a Path,
+    /// The pool directory holding branch datadirs (`root/pool`, or `btrfs.path`).
+    pub pool: &'a Path,
+    pub mysqld: &'a Path,
+    pub user: &'a str,
+    pub prefix: &'a str,
+    /// db-branch itself, for the timers' services.
+    pub bin: &'a Path,
+    /// The config file, when it is not the default one.
+    pub config: Option<&'a Path>,
+}
+
+/// Timers are `db-branch-*`, or `db-branch-<prefix>-*` next to a non-default unit prefix
+/// (several roots side by side under one systemd).
+pub fn timer_prefix(prefix: &str) -> String {
+    if prefix == "mysqld" {
+        "db-branch".into()
+    } else {
+        format!("db-branch-{prefix}")
+    }
+}
+
+/// Every unit with this host's paths filled in: the branch template and the timers.
+pub fn render_units(p: &UnitParams) -> Vec<(String, String)> {
+    let template = UNIT_TEMPLATE
+        .replace("@ROOT@", &p.root.display().to_string())
+        .replace("@POOL@", &p.pool.display().to_string())
+        .replace("@MYSQLD@", &p.mysqld.display().to_string())
+        .replace("@USER@", p.user);
+    let config_args = p
+        .config
+        .map_or(String::new(), |c| format!("--config {} ", c.display()));
+    let mut units = vec![(format!("{}@.service", p.prefix), template)];
+    for (suffix, text) in TIMER_UNITS {
+        units.push((
+            format!("{}-{suffix}", timer_prefix(p.prefix)),
+            text.replace("@BIN@", &p.bin.display().to_string())
+                .replace("@CONFIG_ARGS@", &config_args),
+        ));
+    }
+    units
+}
+
+/// True when the memory controller is mounted as cgroup v1 (legacy or hybrid hosts), where
+/// systemd applies `MemoryLimit=`; on a unified (v2) host `MemoryMax=` is the one.
+fn memory_controller_is_v1() -> bool {
+    let v2 = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
+        .is_ok_and(|c| c.split_whitespace().any(|x| x == "memory"));
+    !v2 && Path::new("/sys/fs/cgroup/memory").is_dir()
+}
+
+/// True when systemd is the running init system (the test of `sd_booted()`).
+pub fn is_running() -> bool {
+    Path::new("/run/systemd/system").is_dir()
+}
+
+fn is_no_such_unit(e: &zbus::Error) -> bool {
+    matches!(e, zbus::Error::MethodError(name, _, _)
+        if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit")
+}
+
+impl Systemd {
+    pub fn new(
+        unit_dir: PathBuf,
+        prefix: String,
+        units: Vec<(String, String)>,
+        start_timeout: Duration,
+    ) -> Self {
+        Systemd {
+            unit_dir,
+            prefix,
+            units,
+            start_timeout,
+            conn: OnceLock::new(),
+        }
+    }
+
+    fn unit_name(&self, launch: &Launch) -> String {
+        format!("{}@{}.service", self.prefix, launch.name)
+    }
+
+    fn conn(&self) -> Result<&zbus::Connection> {
+        if let Some(c) = self.conn.get() {
+            return Ok(c);
+        }
+        let c = zbus::block_on(zbus::Connection::system()).context(
+            "connecting to the system D-Bus (is systemd running? set service_manager = \"process\" otherwise)",
+        )?;
+        Ok(self.conn.get_or_init(|| c))
+    }
+
+    fn manager(&self) -> Result<ManagerProxy<'static>> {
+        let conn = self.conn()?.clone();
+        Ok(zbus::block_on(ManagerProxy::new(&conn))?)
+    }
+
+    /// Runs a job-returning call and waits for its `JobRemoved`, at most `timeout`.
+    /// Subscribes and listens before the call: the signal can arrive before the method
+    /// reply.
+    fn run_job(
+        &self,
+        unit: &str,
+        what: &str,
+        timeout: Duration,
+        call: impl AsyncFnOnce(&ManagerProxy<'static>) -> zbus::Result<zbus::OwnedObjectPath>
+            + Send
+            + 'static,
+    ) -> Result<()> {
+        let mgr = self.manager()?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        // The wait runs on its own thread so it can be given up on: the system bus has no
+        // timeout of its own for a job that never ends.
+        std::thread::spawn(move || {
+            let result = zbus::block_on(async {
+                // Subscribe fails harmlessly if this connection already subscribed.
+                let _ = mgr.subscribe().await;
+                let mut removed = mgr.receive_job_removed().await?;
+                let job = call(&mgr).await?;
+                while let Some(signal) = removed.next().await {
+                    let args = signal.args()?;
+                    if args.job == job {
+                        return Ok(args.result.to_string());
+                    }
+                }
+                Err(zbus::Error::Failure(
+                    "the system bus closed while waiting for the job".into(),
+                ))
+            });
+            let _ = tx.send(result);
+        });
+        let result = match rx.recv_timeout(timeout) {
+            Ok(r) => r.map_err(anyhow::Error::from),
+            Err(_) => Err(anyhow!(
+                "systemd did not finish the job within {timeout:?} (mysqld.start_timeout); see \
+                 `journalctl -u {unit}`"
+            )),
+        };
+        result
+            .and_then(|result| {
+                if result == "done" {
+                    Ok(())
+                } else {
+                    Err(anyhow!(
+                        "systemd could not {what} {unit}: job result `{result}`; see `journalctl -u {unit}`"
+                    ))
+                }
+            })
+            .with_context(|| format!("{what} {unit} over D-Bus"))
+    }
+
+    fn unit_proxy(&self, unit: &str) -> Result<Option<UnitProxy<'static>>> {
+        let mgr = self.manager()?;
+        let conn = self.conn()?.clone();
+        zbus::block_on(async {
+            let path = match mgr.get_unit(unit.to_string()).await {
+                Ok(p) => p,
+                Err(e) if is_no_such_unit(&e) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            // No property cache: a cached ActiveState goes stale between polls.
+            UnitProxy::builder(&conn)
+                .path(path)
+                .cache_properties(CacheProperties::No)
+                .build()
+                .await
+                .map(Some)
+        })
+        .map_err(Into::into)
+    }
+
+    fn active_state(&self, unit: &str) -> Result<String> {
+        match self.unit_proxy(unit)? {
+            None => Ok("inactive".into()),
+            Some(p) => Ok(zbus::block_on(p.active_state())?),
+        }
+    }
+
+    fn reset_failed(&self, unit: &str) -> Result<()> {
+        let mgr = self.manager()?;
+        match zbus::block_on(mgr.reset_failed_unit(unit.to_string())) {
+            Ok(()) => Ok(()),
+            Err(e) if is_no_such_unit(&e) => Ok(()),
+            // A unit that is not failed answers with an error too; nothing to reset then.
+            Err(zbus::Error::MethodError(..)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl ServiceManager for Systemd {
+    fn kind(&self) -> &'static str {
+        "systemd"
+    }
+
+    fn install(&self) -> Result<()> {
+        fs::create_dir_all(&self.unit_dir)
+            .with_context(|| format!("creating {}", self.unit_dir.display()))?;
+        for (file, text) in &self.units {
+            let path = self.unit_dir.join(file);
+            if fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+                let tmp = self.unit_dir.join(format!(".{file}.tmp"));
+                fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+                fs::rename(&tmp, &path)
+                    .with_context(|| format!("installing {}", path.display()))?;
+            }
+        }
+        let mgr = self.manager()?;
+        zbus::block_on(mgr.reload()).context("systemd daemon-reload over D-Bus")?;
+        Ok(())
+    }
+
+    fn enable_timers(&self) -> Result<Vec<String>> {
+        let timers: Vec<String> = self
+            .units
+            .iter()
+            .map(|(f, _)| f.clone())
+            .filter(|f| f.ends_with(".timer"))
+            .collect();
+        let mgr = self.manager()?;
+        // Units under /run are runtime units: enable them for this boot only.
+        let runtime = self.unit_dir.starts_with("/run");
+        zbus::block_on(mgr.enable_unit_files(timers.clone(), runtime, true))
+            .context("enabling the timers over D-Bus")?;
+        for t in &timers {
+            let unit = t.clone();
+            self.run_job(t, "start", Duration::from_secs(60), async move |m| {
+                m.start_unit(unit, "replace".into()).await
+            })?;
+        }
+        Ok(timers)
+    }
+
+    fn start(&self, launch: &Launch) -> Result<()> {
+        let unit = self.unit_name(launch);
+        // Clears a `failed` state left by a kill, and its start counter.
+        self.reset_failed(&unit)?;
+        if launch.memory_max > 0 {
+            // Runtime properties: a drop-in under /run for this instance only. MemoryLimit
+            // (deprecated; systemd warns on every start) only where the memory controller
+            // is cgroup v1's.
+            let mut props: Vec<(String, zbus::OwnedVariant)> = vec![
+                ("MemoryHigh".into(), launch.memory_high.into()),
+                ("MemoryMax".into(), launch.memory_max.into()),
+            ];
+            if memory_controller_is_v1() {
+                props.push(("MemoryLimit".into(), launch.memory_max.into()));
+            }
+            let mgr = self.manager()?;
+            zbus::block_on(mgr.set_unit_properties(unit.clone(), true, props))
+                .with_context(|| format!("setting the memory ceilings of {unit}"))?;
+        }
+        let name = unit.clone();
+        self.run_job(&unit, "start", self.start_timeout, async move |m| {
+            m.start_unit(name, "replace".into()).await
+        })
+        .map_err(|e| e.context(format!("the server log is {}", launch.error_log.display())))
+    }
+
+    fn stop(&self, launch: &Launch) -> Result<()> {
+        let unit = self.unit_name(launch);
+        if !self.state(launch)?.is_up() {
+            return Ok(());
+        }
+        let name = unit.clone();
+        // The unit's own TimeoutStopSec (600 s) bounds a stop; this only guards the bus.
+        self.run_job(&unit, "stop", Duration::from_secs(900), async move |m| {
+            m.stop_unit(name, "replace".into()).await
+        })
+    }
+
+    fn kill(&self, launch: &Launch) -> Result<()> {
+        let unit = self.unit_name(launch);
+        if matches!(
+            self.state(launch)?,
+            ServiceState::Stopped | ServiceState::Failed
+        ) {
+            return Ok(());
+        }
+        let mgr = self.manager()?;
+        zbus::block_on(mgr.kill_unit(unit.clone(), "all".into(), 9))
+            .with_context(|| format!("KillUnit {unit} SIGKILL"))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let state = self.active_state(&unit)?;
+            if state == "failed" || state == "inactive" {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(anyhow!("{unit} is still {state} 10 s after SIGKILL"));
+            }
+            std::thread::sleep(Duration::from_millis(3));
+        }
+    }
+
+    fn state(&self, launch: &Launch) -> Result<ServiceState> {
+        Ok(match self.active_state(&self.unit_name(launch))?.as_str() {
+            "active" | "reloading" | "refreshing" => ServiceState::Running,
+            "activating" => ServiceState::Starting,
+            "deactivating" => ServiceState::Stopping,
+            "failed" => ServiceState::Failed,
+            _ => ServiceState::Stopped,
+        })
+    }
+
+    fn main_pid(&self, launch: &Launch) -> Result<Option<u32>> {
+        let unit = self.unit_name(launch);
+        let mgr = self.manager()?;
+        let conn = self.conn()?.clone();
+        let pid = zbus::block_on(async {
+            let path = match mgr.get_unit(unit.clone()).await {
+                Ok(p) => p,
+                Err(e) if is_no_such_unit(&e) => return Ok(0),
+                Err(e) => return Err(e),
+            };
+            let svc = ServiceProxy::builder(&conn)
+                .path(path)
+                .cache_properties(CacheProperties::No)
+                .build()
+                .await?;
+            svc.main_pid().await
+        })?;
+        Ok((pid != 0).then_some(pid))
+    }
+
+    fn running_branches(&self) -> Result<Vec<crate::branch::BranchName>> {
+        let mgr = self.manager()?;
+        let pattern = format!("{}@*.service", self.prefix);
+        let units = zbus::block_on(mgr.list_units_by_patterns(Vec::new(), vec![pattern]))
+            .context("listing units over D-Bus")?;
+        let prefix = format!("{}@", self.prefix);
+        let mut names: Vec<crate::branch::BranchName> = units
+            .into_iter()
+            .filter(|u| {
+                matches!(
+                    u.3.as_str(),
+                    "active" | "activating" | "deactivating" | "failed"
+                )
+            })
+            .filter_map(|u| {
+                u.0.strip_prefix(&prefix)?
+                    .strip_suffix(".service")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn forget(&self, launch: &Launch) -> Result<()> {
+        self.reset_failed(&self.unit_name(launch))
+    }
+}

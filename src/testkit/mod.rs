@@ -1,0 +1,537 @@
+//! Test support, only in builds with the `testing` feature (the test tiers, benchmarks and
+//! the benchmark suite): each root integration test gets its own root, embedded btrfs pool
+//! (or ZFS dataset), port range and baseline in a `TestEnv`, which runs the real binary and
+//! removes all of it when it ends, passing or failing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+pub const SEED_SQL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/seed.sql");
+
+/// The db-branch binary: DB_BRANCH_BIN where the tests run away from the build tree (the
+/// ZFS guest), else the one cargo built.
+pub fn bin() -> String {
+    if let Ok(b) = std::env::var("DB_BRANCH_BIN") {
+        return b;
+    }
+    match option_env!("CARGO_BIN_EXE_db-branch") {
+        Some(b) => b.to_string(),
+        // Examples get no CARGO_BIN_EXE_*: the binary sits next to target/<profile>/examples.
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|e| Some(e.parent()?.parent()?.join("db-branch")))
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "db-branch".into()),
+    }
+}
+
+/// The seed SQL, from DB_BRANCH_FIXTURES when set.
+pub fn seed_sql() -> String {
+    match std::env::var("DB_BRANCH_FIXTURES") {
+        Ok(dir) => format!("{dir}/seed.sql"),
+        Err(_) => SEED_SQL.to_string(),
+    }
+}
+
+/// The storage under test: btrfs (default) or zfs (DB_BRANCH_TEST_BACKEND=zfs, with a pool
+/// named by DB_BRANCH_TEST_ZPOOL, default `dbbpool`).
+pub fn backend() -> String {
+    std::env::var("DB_BRANCH_TEST_BACKEND").unwrap_or_else(|_| "btrfs".into())
+}
+
+/// Which service manager this run tests, from DB_BRANCH_TEST_SERVICE. Missing is an error,
+/// not a skip: these tests are ignored by default and run on purpose by scripts/test.
+pub fn service() -> String {
+    let s = std::env::var("DB_BRANCH_TEST_SERVICE")
+        .expect("set DB_BRANCH_TEST_SERVICE=process|systemd (scripts/test does)");
+    assert!(
+        s == "process" || s == "systemd",
+        "bad DB_BRANCH_TEST_SERVICE {s}"
+    );
+    s
+}
+
+pub struct TestEnv {
+    pub root: PathBuf,
+    pub unit_prefix: String,
+    pub config: PathBuf,
+    pub first_port: u16,
+    pub service: String,
+}
+
+impl TestEnv {
+    /// A fresh root for the service manager under test, with extra config: top-level keys
+    /// and whole tables.
+    pub fn new(extra_top: &str, extra_tables: &str) -> TestEnv {
+        TestEnv::with_service(&service(), "3G", extra_top, extra_tables)
+    }
+
+    pub fn with_service(
+        service: &str,
+        image_size: &str,
+        extra_top: &str,
+        extra_tables: &str,
+    ) -> TestEnv {
+        let service = service.to_string();
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let tag = &service[..1];
+        let root = PathBuf::from(format!("/var/lib/dbbt/{tag}{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        // Separate port ranges per test and per service manager, so runs never collide.
+        let first_port = 20000 + if service == "systemd" { 5000 } else { 0 } + (n as u16) * 20;
+        // Unique across test binaries running side by side under one systemd.
+        let prefix = format!("dbbt{tag}{}-{n}", std::process::id());
+        let config = root.with_extension("toml");
+        let unit_dir = if service == "systemd" {
+            "unit_dir = \"/run/systemd/system\"\n"
+        } else {
+            ""
+        };
+        let storage = if backend() == "zfs" {
+            let pool = std::env::var("DB_BRANCH_TEST_ZPOOL").unwrap_or_else(|_| "dbbpool".into());
+            format!(
+                "backend = \"zfs\"\n{extra_top}\n[zfs]\ndataset = \"{pool}/t{}-{n}\"\n",
+                std::process::id()
+            )
+        } else {
+            format!("{extra_top}\n[btrfs]\nimage_size = \"{image_size}\"\n")
+        };
+        // The server under test, unless the test names its own.
+        let mysqld = if extra_tables.contains("[mysqld]") {
+            String::new()
+        } else {
+            format!("[mysqld]\nbinary = \"{}\"\n", server().binary.display())
+        };
+        let text = format!(
+            "root = \"{}\"\nservice_manager = \"{service}\"\nports = \"{first_port}-{}\"\n\
+             lock_timeout = \"120s\"\n{storage}[systemd]\n{unit_dir}unit_prefix = \"{prefix}\"\n{extra_tables}\n{mysqld}",
+            root.display(),
+            first_port + 19,
+        );
+        std::fs::write(&config, text).unwrap();
+        TestEnv {
+            root,
+            unit_prefix: prefix,
+            config,
+            first_port,
+            service,
+        }
+    }
+
+    /// Moves the embedded image to /dev/shm (a RAM-backed pool) of the given size.
+    pub fn with_ram_pool(self, image_size: &str) -> TestEnv {
+        let text = std::fs::read_to_string(&self.config).unwrap().replace(
+            "[btrfs]\nimage_size = \"3G\"",
+            &format!("[btrfs]\nimage_size = \"{image_size}\"\nimage_dir = \"/dev/shm\""),
+        );
+        std::fs::write(&self.config, text).unwrap();
+        self
+    }
+
+    /// A fresh root, initialised, with a baseline made from the seed SQL.
+    pub fn with_baseline() -> TestEnv {
+        let env = TestEnv::new("", "");
+        env.run_ok(&["init"]);
+        env.run_ok(&["baseline", "create", "--empty", "--sql", &seed_sql()]);
+        env
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.run_at(None, args)
+    }
+
+    /// Runs db-branch as if the time were `now` (DB_BRANCH_FAKE_NOW).
+    pub fn run_at(&self, now: Option<chrono::DateTime<chrono::Utc>>, args: &[&str]) -> Output {
+        let mut cmd = Command::new(bin());
+        cmd.args(args)
+            .env("DB_BRANCH_CONFIG", &self.config)
+            .stdin(std::process::Stdio::null());
+        if let Some(t) = now {
+            cmd.env("DB_BRANCH_FAKE_NOW", t.to_rfc3339());
+        }
+        cmd.output().expect("run db-branch")
+    }
+
+    /// `json` as if the time were `now`.
+    pub fn json_at(&self, now: chrono::DateTime<chrono::Utc>, args: &[&str]) -> serde_json::Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let out = self.run_at(Some(now), &a);
+        assert!(
+            out.status.success(),
+            "db-branch {args:?} at {now} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON output")
+    }
+
+    /// Runs db-branch and returns stdout; panics with stderr on failure.
+    pub fn run_ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "db-branch {args:?} failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        serde_json::from_str(&self.run_ok(&a)).expect("JSON output")
+    }
+
+    pub fn port(&self, branch: &str) -> u16 {
+        self.json(&["status", branch])["port"].as_u64().unwrap() as u16
+    }
+
+    pub fn pool(&self) -> PathBuf {
+        self.root.join("pool")
+    }
+
+    pub fn error_log(&self, branch: &str) -> PathBuf {
+        self.root.join("branches").join(branch).join("error.log")
+    }
+
+    /// Pids of live processes started with an option file under this root.
+    pub fn server_pids(&self) -> Vec<i32> {
+        let needle = format!("--defaults-file={}/", self.root.display());
+        let mut pids = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat
+                .rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
+            if !zombie
+                && cmd
+                    .split(|b| *b == 0)
+                    .any(|a| a.starts_with(needle.as_bytes()))
+            {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        // Through the tool first (it knows units and snapshots), then by force, by PID, only
+        // what this test started.
+        if let Ok(out) = Command::new(bin())
+            .args(["--json", "list"])
+            .env("DB_BRANCH_CONFIG", &self.config)
+            .output()
+        {
+            if let Ok(serde_json::Value::Array(items)) = serde_json::from_slice(&out.stdout) {
+                for b in items {
+                    if let Some(name) = b["name"].as_str() {
+                        let _ = self.run(&["delete", "--yes", "--force", name]);
+                    }
+                }
+            }
+        }
+        let pids = self.server_pids();
+        for pid in &pids {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        // A killed server holds the pool until it has fully exited (gone or a zombie; its
+        // command line vanishes before its files close).
+        for _ in 0..1000 {
+            if pids.iter().all(|p| !exiting_or_alive(*p)) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if backend() == "zfs" {
+            let text = std::fs::read_to_string(&self.config).unwrap_or_default();
+            if let Some(ds) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("dataset = \""))
+                .map(|l| l.trim_end_matches('"').to_string())
+            {
+                for _ in 0..50 {
+                    let ok = Command::new("zfs").args(["destroy", "-r", &ds]).status();
+                    if ok.is_ok_and(|s| s.success()) {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+            }
+        }
+        let pool = self.pool();
+        for attempt in 0..50 {
+            if !is_mounted(&pool) {
+                break;
+            }
+            let lazy = if attempt == 49 { "-l" } else { "-R" };
+            let _ = Command::new("umount").arg(lazy).arg(&pool).status();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        // A RAM pool's image lives outside root.
+        let layout = crate::layout::Layout::new(&self.root);
+        let _ = std::fs::remove_file(layout.image_file(std::path::Path::new("/dev/shm")));
+        let _ = std::fs::remove_dir_all(&self.root);
+        let _ = std::fs::remove_file(&self.config);
+        for dir in ["/etc/systemd/system", "/run/systemd/system"] {
+            let _ = std::fs::remove_file(format!("{dir}/{}@.service", self.unit_prefix));
+        }
+    }
+}
+
+/// The process has not fully exited: it runs, or its main thread is a zombie while other
+/// threads still hold its files.
+fn exiting_or_alive(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let zombie = stat
+        .rsplit_once(')')
+        .is_some_and(|(_, r)| r.trim_start().starts_with(['Z', 'X']));
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+    !zombie || threads > 1
+}
+
+pub fn is_mounted(path: &Path) -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(&path.display().to_string()))
+}
+
+/// The server the root tiers run against, from `DB_BRANCH_TEST_SERVER`: `mariadb-10.11`
+/// (the host's, the default), `mysql-9.7` or `mariadb-11.8` (side roots made by
+/// `scripts/install-server` under `DB_BRANCH_SERVERS`, default /opt/db-branch).
+#[derive(Debug, Clone)]
+pub struct TestServer {
+    pub name: String,
+    pub binary: PathBuf,
+    /// Its command-line client and dump program.
+    pub client: PathBuf,
+    pub dump: PathBuf,
+    pub mysql: bool,
+}
+
+pub fn server() -> TestServer {
+    let name = std::env::var("DB_BRANCH_TEST_SERVER").unwrap_or_else(|_| "mariadb-10.11".into());
+    let servers = PathBuf::from(
+        std::env::var("DB_BRANCH_SERVERS").unwrap_or_else(|_| "/opt/db-branch".into()),
+    );
+    let side = |program: &str| servers.join(&name).join("db-branch/bin").join(program);
+    match name.as_str() {
+        "mariadb-10.11" => TestServer {
+            binary: "/usr/sbin/mariadbd".into(),
+            client: "/usr/bin/mariadb".into(),
+            dump: "/usr/bin/mariadb-dump".into(),
+            mysql: false,
+            name,
+        },
+        n if n.starts_with("mysql-") => TestServer {
+            binary: side("mysqld"),
+            client: side("mysql"),
+            dump: side("mysqldump"),
+            mysql: true,
+            name,
+        },
+        n if n.starts_with("mariadb-") => TestServer {
+            binary: side("mariadbd"),
+            client: side("mariadb"),
+            dump: side("mariadb-dump"),
+            mysql: false,
+            name,
+        },
+        other => {
+            panic!("DB_BRANCH_TEST_SERVER={other}: one of mariadb-10.11, mysql-9.7, mariadb-11.8")
+        }
+    }
+}
+
+/// Runs SQL over TCP as the branch's client user, with the client of the server under
+/// test; returns tab-separated rows.
+pub fn sql(port: u16, query: &str) -> String {
+    let out = Command::new(server().client)
+        .args(["--no-defaults", "-h127.0.0.1", "-uroot", "-N", "-B"])
+        .arg(format!("-P{port}"))
+        .arg("-e")
+        .arg(query)
+        .output()
+        .expect("run mariadb client");
+    assert!(
+        out.status.success(),
+        "SQL {query:?} on port {port} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A derived table `numbers(seq)` holding 1..=n, in SQL both MySQL and MariaDB accept
+/// (MariaDB's `seq_1_to_N` tables do not exist in MySQL): `… FROM {seq(1000)}`.
+pub fn seq(n: u64) -> String {
+    let digits = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 \
+                  UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 \
+                  UNION ALL SELECT 8 UNION ALL SELECT 9)";
+    let places = n.max(1).to_string().len();
+    let names: Vec<String> = (0..places).map(|i| format!("p{i}")).collect();
+    let value = names
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{}*{p}.d", 10u64.pow(i as u32)))
+        .collect::<Vec<_>>()
+        .join(" + ");
+    let from = names
+        .iter()
+        .map(|p| format!("{digits} {p}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("(SELECT 1 + {value} AS seq FROM {from} WHERE {value} < {n}) numbers")
+}
+
+pub fn checksum(port: u16) -> String {
+    sql(port, "CHECKSUM TABLE shop.customers, shop.orders")
+}
+
+/// The port in a branch view (`create`, `status`, a `list` item).
+pub fn port(v: &serde_json::Value) -> u16 {
+    v["port"].as_u64().expect("a port") as u16
+}
+
+impl TestEnv {
+    /// Names of the branches `list` shows.
+    pub fn names(&self) -> Vec<String> {
+        self.json(&["list"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// A fresh root, initialised, with generation 1 made from `scripts/sample-sql SCALE`.
+    pub fn with_sample(env: TestEnv, scale: u32) -> TestEnv {
+        env.run_ok(&["init"]);
+        env.sample_baseline(scale);
+        env
+    }
+
+    /// Makes the next generation from `scripts/sample-sql SCALE`; returns the seconds it took.
+    pub fn sample_baseline(&self, scale: u32) -> f64 {
+        let sample = self.root.join("sample.sql");
+        let text = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/sample-sql"))
+            .arg(scale.to_string())
+            .output()
+            .expect("scripts/sample-sql")
+            .stdout;
+        std::fs::write(&sample, text).unwrap();
+        let start = std::time::Instant::now();
+        self.run_ok(&[
+            "baseline",
+            "create",
+            "--empty",
+            "--sql",
+            sample.to_str().unwrap(),
+        ]);
+        start.elapsed().as_secs_f64()
+    }
+
+    /// Runs db-branch expecting exit `code`; returns its stderr.
+    pub fn run_err(&self, args: &[&str], code: i32) -> String {
+        let out = self.run(args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(code), "db-branch {args:?}: {err}");
+        err
+    }
+
+    /// The systemd units `init` would install for this root, as (file name, text).
+    pub fn rendered_units(&self) -> Vec<(String, String)> {
+        let bin = bin();
+        crate::supervisor::systemd::render_units(&crate::supervisor::systemd::UnitParams {
+            root: &self.root,
+            pool: &self.pool(),
+            mysqld: std::path::Path::new("/usr/sbin/mariadbd"),
+            user: "mysql",
+            prefix: "mysqld",
+            bin: std::path::Path::new(&bin),
+            config: Some(&self.config),
+        })
+    }
+
+    /// Polls `status NAME` until its state is `state` (a killed server takes a moment).
+    pub fn wait_state(&self, name: &str, state: &str) -> serde_json::Value {
+        let mut status = self.json(&["status", name]);
+        for _ in 0..100 {
+            if status["state"] == state {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            status = self.json(&["status", name]);
+        }
+        status
+    }
+}
+
+/// Helpers of the benchmarks (not tests): figures, sizes, the environment.
+pub mod bench {
+    use std::path::Path;
+    use std::process::Command;
+
+    /// (min, median, max).
+    pub fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        (v[0], median, v[n - 1])
+    }
+
+    /// Apparent size of a directory tree.
+    pub fn dir_bytes(p: &Path) -> u64 {
+        let mut total = 0;
+        for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+            let m = e.metadata().unwrap();
+            total += if m.is_dir() {
+                dir_bytes(&e.path())
+            } else {
+                m.len()
+            };
+        }
+        total
+    }
+
+    pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+        std::env::var(name)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    }
+
+    pub fn now_utc() -> String {
+        let out = Command::new("date")
+            .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    pub fn which(program: &str) -> bool {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {program} >/dev/null"))
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}

@@ -1,0 +1,46 @@
+//! `bake`.
+
+use crate::bake::BakeSummary;
+use crate::branch::Generation;
+use crate::printer::{bytes, table, Human};
+use serde::Serialize;
+
+#[derive(Debug, Serialize)]
+pub struct BakeReport {
+    pub generation: Generation,
+    pub seconds: f64,
+    #[serde(flatten)]
+    pub summary: BakeSummary,
+}
+
+impl Human for BakeReport {
+    fn human(&self) -> String {
+        let mut out = format!(
+            "baseline {} baked in {:.1} s by the {} path: {} table(s), {} rows, {}\n",
+            self.generation,
+            self.seconds,
+            self.summary.path,
+            self.summary.tables,
+            self.summary.rows,
+            bytes(Some(self.summary.bytes))
+        );
+        out += &table(
+            &["PHASE", "SECONDS", "BYTES"],
+            self.summary
+                .phases
+                .iter()
+                .map(|p| {
+                    vec![
+                        p.name.clone(),
+                        format!("{:.2}", p.seconds),
+                        bytes(Some(p.bytes)),
+                    ]
+                })
+                .collect(),
+        );
+        if let Some(n) = self.summary.verified_tables {
+            out += &format!("\nverified: {n} table(s) match the source");
+        }
+        out
+    }
+}

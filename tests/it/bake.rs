@@ -1,0 +1,245 @@
+//! Root integration tests of the baker against real MariaDB servers: the source is a live
+//! branch of the sample schema (a real server on this host, so its files can be reached).
+
+use db_branch::testkit::{checksum, sql, TestEnv};
+use serde_json::Value;
+
+fn source_env() -> (TestEnv, u16) {
+    let env = TestEnv::with_sample(TestEnv::new("", ""), 1);
+    let port = env.json(&["create", "source"])["port"].as_u64().unwrap() as u16;
+    // Everything that must come along besides tables.
+    sql(
+        port,
+        "USE shop; \
+         CREATE VIEW big_orders AS SELECT id, total FROM orders WHERE total > 900; \
+         CREATE VIEW top_big AS SELECT * FROM big_orders WHERE total > 990; \
+         CREATE PROCEDURE order_count(OUT n INT) SELECT COUNT(*) INTO n FROM orders; \
+         CREATE TRIGGER stamp BEFORE INSERT ON audit_events FOR EACH ROW SET NEW.kind = LOWER(NEW.kind); \
+         CREATE USER 'app'@'%' IDENTIFIED BY 'app-pass'; \
+         GRANT SELECT, INSERT ON shop.* TO 'app'@'%'; \
+         CREATE DATABASE crm; CREATE TABLE crm.notes (id INT PRIMARY KEY, body TEXT); \
+         INSERT INTO crm.notes VALUES (1, 'hello')",
+    );
+    (env, port)
+}
+
+fn generations(env: &TestEnv) -> usize {
+    env.json(&["baseline", "list"]).as_array().unwrap().len()
+}
+
+fn bake(env: &TestEnv, args: &[&str]) -> Value {
+    let mut a = vec!["bake"];
+    a.extend_from_slice(args);
+    env.json(&a)
+}
+
+fn assert_carried(port: u16) {
+    assert_eq!(
+        sql(port, "SELECT COUNT(*) FROM shop.top_big"),
+        sql(port, "SELECT COUNT(*) FROM shop.orders WHERE total > 990")
+    );
+    sql(port, "CALL shop.order_count(@n)");
+    assert_eq!(
+        sql(
+            port,
+            "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_NAME = 'stamp'"
+        ),
+        "1"
+    );
+    assert_eq!(
+        sql(port, "SELECT COUNT(*) FROM mysql.user WHERE User = 'app'"),
+        "1"
+    );
+    assert!(sql(port, "SHOW GRANTS FOR 'app'@'%'").contains("SELECT, INSERT"));
+    assert_eq!(sql(port, "SELECT body FROM crm.notes"), "hello");
+    // Secondary indexes are there after a logical load too.
+    assert!(sql(port, "SHOW INDEX FROM shop.orders").contains("status_placed"));
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn live_source_by_tablespace_and_by_logical_copy_with_verify() {
+    let (env, source) = source_env();
+    let url = format!("mysql://root@127.0.0.1:{source}");
+    let old = env.json(&["create", "old", "--baseline", "1"])["port"]
+        .as_u64()
+        .unwrap() as u16;
+    let old_sum = checksum(old);
+    sql(
+        source,
+        "UPDATE shop.orders SET total = total + 1 WHERE id <= 10",
+    );
+    let want = checksum(source);
+
+    let t = bake(&env, &["--from", &url, "--verify"]);
+    assert_eq!(t["path"], "tablespace", "{t}");
+    assert_eq!(t["generation"], 2);
+    // 30 shop tables and crm.notes.
+    assert_eq!(t["verified_tables"], 31, "{t}");
+    let l = bake(
+        &env,
+        &["--from", &url, "--verify", "--logical", "--jobs", "2"],
+    );
+    assert_eq!(l["path"], "logical", "{l}");
+    assert_eq!(l["generation"], 3);
+    assert!(l["rows"].as_u64().unwrap() > 400_000, "{l}");
+    let phases: Vec<&str> = l["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(phases.contains(&"add secondary indexes"), "{phases:?}");
+
+    for gen in ["2", "3"] {
+        let name = format!("from-{gen}");
+        let p = env.json(&["create", &name, "--baseline", gen])["port"]
+            .as_u64()
+            .unwrap() as u16;
+        assert_eq!(checksum(p), want, "generation {gen}");
+        assert_carried(p);
+    }
+    // Branches of the old generation are untouched.
+    assert_eq!(checksum(old), old_sum);
+    assert_eq!(env.json(&["status", "old"])["baseline"], 1);
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn dump_files_plain_and_compressed_with_masking() {
+    let (env, source) = source_env();
+    let dump = env.root.join("shop.sql");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{} --no-defaults -h127.0.0.1 -P{source} -uroot --databases shop crm --routines --triggers > {1} && gzip -k {1}",
+            db_branch::testkit::server().dump.display(),
+            dump.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mask = env.root.join("mask.sql");
+    std::fs::write(&mask, "UPDATE shop.customers SET email = CONCAT('user', id, '@masked.invalid'), name = 'Masked';\n").unwrap();
+
+    let plain = bake(&env, &["--from", &format!("file:{}", dump.display())]);
+    assert_eq!(plain["path"], "dump");
+    let gz = bake(
+        &env,
+        &[
+            "--from",
+            &format!("file:{}.gz", dump.display()),
+            "--mask-sql",
+            mask.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(gz["masked"], true);
+
+    let p = env.json(&["create", "plain", "--baseline", "2"])["port"]
+        .as_u64()
+        .unwrap() as u16;
+    assert_eq!(checksum(p), checksum(source));
+    assert!(sql(p, "SHOW INDEX FROM shop.customers").contains("country_created"));
+    let m = env.json(&["create", "masked", "--baseline", "3"])["port"]
+        .as_u64()
+        .unwrap() as u16;
+    assert_eq!(
+        sql(
+            m,
+            "SELECT COUNT(*) FROM shop.customers WHERE email NOT LIKE '%@masked.invalid'"
+        ),
+        "0"
+    );
+    assert_eq!(sql(m, "SELECT COUNT(*) FROM shop.orders"), "100000");
+    // The source keeps its real data.
+    assert_eq!(
+        sql(source, "SELECT email FROM shop.customers WHERE id = 1"),
+        "user1@example.com"
+    );
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn bad_sources_fail_clearly_and_an_interrupted_bake_leaves_nothing() {
+    let (env, source) = source_env();
+    let url = format!("mysql://root@127.0.0.1:{source}");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--from".into(), "mysql://root@127.0.0.1:1".into()],
+            "cannot reach the source",
+        ),
+        (
+            vec![
+                "--from".into(),
+                format!("mysql://nobody:wrong@127.0.0.1:{source}"),
+            ],
+            "refused the credentials",
+        ),
+        (
+            vec![
+                "--from".into(),
+                url.clone(),
+                "--databases".into(),
+                "nope".into(),
+            ],
+            "database nope does not exist",
+        ),
+    ];
+    for (args, says) in cases {
+        let mut a = vec!["bake"];
+        a.extend(args.iter().map(String::as_str));
+        let out = env.run(&a);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{a:?}: {err}");
+        assert_eq!(generations(&env), 1, "{a:?}");
+    }
+    sql(
+        source,
+        "CREATE TABLE shop.legacy (id INT PRIMARY KEY) ENGINE=MyISAM",
+    );
+    let out = env.run(&["bake", "--from", &url]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        err.contains("shop.legacy") && err.contains("MyISAM"),
+        "{err}"
+    );
+    sql(source, "DROP TABLE shop.legacy");
+
+    // Interrupted by SIGTERM part-way through a logical copy.
+    let child = std::process::Command::new(db_branch::testkit::bin())
+        .args(["bake", "--from", &url, "--logical", "--jobs", "1"])
+        .env("DB_BRANCH_CONFIG", &env.config)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until it is copying rows.
+    let work = env.root.join("work");
+    for _ in 0..400 {
+        if work.exists() && env.server_pids().len() > 1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "the bake should have stopped");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("interrupted"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        generations(&env),
+        1,
+        "no generation from an interrupted bake"
+    );
+    assert_eq!(env.server_pids().len(), 1, "only the source runs");
+    let doctor = env.json(&["doctor"]);
+    assert_eq!(doctor["findings"], serde_json::json!([]), "{doctor}");
+}

@@ -1,0 +1,278 @@
+//! Root integration tests of the branch lifecycle on real btrfs (a loop-mounted embedded
+//! pool), real mariadbd and a real service manager: the built-in supervisor, or systemd over
+//! D-Bus when run inside tests/harness/systemd-ns. scripts/test runs them both ways.
+
+use db_branch::testkit::{checksum, sql, TestEnv};
+use std::collections::BTreeSet;
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn create_write_reset_delete() {
+    let env = TestEnv::with_baseline();
+    let created = env.json(&["create", "feature-a"]);
+    assert_eq!(created["existed"], false);
+    assert_eq!(created["state"], "running");
+    let port = created["port"].as_u64().unwrap() as u16;
+    assert!(port >= env.first_port);
+    let baseline_sum = checksum(port);
+    assert_eq!(sql(port, "SELECT COUNT(*) FROM shop.orders"), "20000");
+
+    // Write: change rows, drop a table, add a database.
+    sql(
+        port,
+        "UPDATE shop.orders SET total = total + 1; DELETE FROM shop.customers WHERE id < 500; \
+         CREATE DATABASE scratch; CREATE TABLE scratch.t (i INT PRIMARY KEY); \
+         INSERT INTO scratch.t VALUES (1)",
+    );
+    assert_ne!(checksum(port), baseline_sum);
+
+    let log_before = std::fs::read_to_string(env.error_log("feature-a"))
+        .unwrap()
+        .len();
+    let reset = env.json(&["reset", "feature-a"]);
+    assert_eq!(
+        reset["port"].as_u64().unwrap() as u16,
+        port,
+        "same port after reset"
+    );
+    assert_eq!(reset["state"], "running");
+    assert_eq!(checksum(port), baseline_sum, "data back to the baseline");
+    assert_eq!(sql(port, "SHOW DATABASES LIKE 'scratch'"), "");
+    let log = std::fs::read_to_string(env.error_log("feature-a")).unwrap();
+    let since_reset = &log[log_before..];
+    assert!(
+        since_reset.contains("ready for connections"),
+        "restarted server logged its start:\n{since_reset}"
+    );
+    assert!(
+        db_branch::server::crash_recovery_line(since_reset).is_none(),
+        "no crash recovery after reset:\n{since_reset}"
+    );
+
+    let deleted = env.json(&["delete", "--yes", "feature-a"]);
+    assert_eq!(deleted["deleted"], true);
+    // Nothing left: no server, no snapshots, no record, no unit.
+    assert!(env.server_pids().is_empty(), "server gone");
+    let left: Vec<_> = std::fs::read_dir(env.pool().join("branches"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "snapshots left: {left:?}");
+    assert!(!env.root.join("branches/feature-a").exists());
+    assert_eq!(env.json(&["list"]), serde_json::json!([]));
+    // The port answers nobody.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    // Deleting again is fine (CI hooks re-run).
+    assert_eq!(
+        env.json(&["delete", "--yes", "feature-a"])["deleted"],
+        false
+    );
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn branches_are_isolated() {
+    let env = TestEnv::with_baseline();
+    let a = env.json(&["create", "a"])["port"].as_u64().unwrap() as u16;
+    let b = env.json(&["create", "b"])["port"].as_u64().unwrap() as u16;
+    assert_ne!(a, b);
+    sql(a, "DELETE FROM shop.orders");
+    assert_eq!(sql(a, "SELECT COUNT(*) FROM shop.orders"), "0");
+    assert_eq!(sql(b, "SELECT COUNT(*) FROM shop.orders"), "20000");
+    // a also writes ~10 MB of new rows. A clean stop writes its pages out; then a's own disk
+    // use shows them, while b (stopped the same way) holds next to nothing of its own.
+    sql(
+        a,
+        &format!(
+            "USE shop; INSERT INTO orders SELECT seq + 100000, 1, 1 FROM {}",
+            db_branch::testkit::seq(200000)
+        ),
+    );
+    env.run_ok(&["stop", "a"]);
+    env.run_ok(&["stop", "b"]);
+    std::process::Command::new("sync").status().unwrap();
+    let list = env.json(&["list"]);
+    let names: Vec<_> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    // The writer holds its own blocks; the untouched branch holds nearly none.
+    let disk = |n: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == n)
+            .unwrap()["disk_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(
+        disk("a") > disk("b") + (4 << 20),
+        "a {} b {}",
+        disk("a"),
+        disk("b")
+    );
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn create_is_idempotent_and_wakes_a_stopped_branch() {
+    let env = TestEnv::with_baseline();
+    let first = env.json(&["create", "pr-1"]);
+    let again = env.json(&["create", "pr-1"]);
+    assert_eq!(again["existed"], true);
+    assert_eq!(again["port"], first["port"]);
+    let port = first["port"].as_u64().unwrap() as u16;
+    sql(port, "CREATE DATABASE kept");
+
+    let stopped = env.json(&["stop", "pr-1"]);
+    assert_eq!(stopped["state"], "stopped");
+    assert!(env.server_pids().is_empty());
+    let woken = env.json(&["create", "pr-1"]);
+    assert_eq!(woken["existed"], true);
+    assert_eq!(woken["state"], "running");
+    assert_eq!(woken["port"], first["port"]);
+    assert_eq!(
+        sql(port, "SHOW DATABASES LIKE 'kept'"),
+        "kept",
+        "data kept across stop"
+    );
+
+    env.run_ok(&["stop", "pr-1"]);
+    assert_eq!(env.json(&["start", "pr-1"])["state"], "running");
+    // env prints the same connection details in each format.
+    let dotenv = env.run_ok(&["env", "pr-1"]);
+    assert!(dotenv.contains(&format!("MYSQL_PORT={port}")), "{dotenv}");
+    let url = env.run_ok(&["env", "pr-1", "--format", "url"]);
+    assert_eq!(url.trim(), format!("mysql://root@127.0.0.1:{port}/"));
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn memory_guard_refuses_and_leaves_nothing() {
+    let env = TestEnv::new("", "[memory]\nheadroom = \"64T\"\n");
+    env.run_ok(&["init"]);
+    env.run_ok(&["baseline", "create", "--empty"]);
+    let out = env.run(&["create", "hungry"]);
+    assert_eq!(out.status.code(), Some(75), "exit 75 for lack of memory");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not enough memory") && err.contains("stop-idle"),
+        "{err}"
+    );
+    assert_eq!(env.json(&["list"]), serde_json::json!([]));
+    assert!(!env.root.join("branches/hungry").exists());
+    assert_eq!(
+        std::fs::read_dir(env.pool().join("branches"))
+            .unwrap()
+            .count(),
+        0,
+        "no snapshots"
+    );
+    assert!(env.server_pids().is_empty());
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn parallel_creates_get_distinct_ports() {
+    let env = TestEnv::with_baseline();
+    let names: Vec<String> = (0..8).map(|i| format!("par-{i}")).collect();
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = names
+            .iter()
+            .map(|n| s.spawn(|| env.run(&["--json", "create", n])))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut ports = BTreeSet::new();
+    for (name, out) in names.iter().zip(&results) {
+        assert!(
+            out.status.success(),
+            "create {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let port = v["port"].as_u64().unwrap() as u16;
+        assert!(ports.insert(port), "port {port} handed out twice");
+        assert_eq!(sql(port, "SELECT COUNT(*) FROM shop.customers"), "2000");
+    }
+    assert_eq!(env.server_pids().len(), 8);
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn bad_names_and_flags_are_refused_and_change_nothing() {
+    let env = TestEnv::with_baseline();
+    for bad in [
+        "Upper", "-x", "a/b", "a b", "a..b", "x@init", "$(id)", "ü", "",
+    ] {
+        let out = env.run(&["create", "--", bad]);
+        assert_eq!(out.status.code(), Some(2), "name {bad:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("branch name") || err.contains("empty"),
+            "{bad:?}: {err}"
+        );
+    }
+    for args in [
+        vec!["create", "ok", "--buffer-pool", "lots"],
+        vec!["create", "ok", "--baseline", "latest"],
+        vec!["create", "ok", "--baseline", "9"],
+        vec!["delete", "ok"],
+    ] {
+        let out = env.run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    assert_eq!(env.json(&["list"]), serde_json::json!([]));
+    assert!(env.server_pids().is_empty());
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn baseline_from_datadir_refuses_unclean_and_takes_clean() {
+    let env = TestEnv::with_baseline();
+    let port = env.json(&["create", "src"])["port"].as_u64().unwrap() as u16;
+    sql(
+        port,
+        &format!("CREATE DATABASE extra; USE extra; CREATE TABLE t (i INT PRIMARY KEY) SELECT seq AS i FROM {}", db_branch::testkit::seq(5000)),
+    );
+    let datadir = env.pool().join("branches/src");
+    let dir = datadir.to_str().unwrap();
+
+    // A crashed server's datadir: refused, and no generation appears.
+    sql(
+        port,
+        "SET GLOBAL innodb_flush_log_at_trx_commit = 1; INSERT INTO extra.t VALUES (9999999)",
+    );
+    for pid in env.server_pids() {
+        std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap();
+    }
+    let out = env.run(&["baseline", "create", "--from-datadir", dir]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("not shut down cleanly"), "{err}");
+    let gens = env.json(&["baseline", "list"]);
+    assert_eq!(gens.as_array().unwrap().len(), 1, "{gens}");
+
+    // After a clean stop the same datadir becomes generation 2, and branches of it have the data.
+    env.run_ok(&["start", "src"]);
+    env.run_ok(&["stop", "src"]);
+    let made = env.json(&["baseline", "create", "--from-datadir", dir]);
+    assert_eq!(made["generation"], 2);
+    let p2 = env.json(&["create", "from-two"])["port"].as_u64().unwrap() as u16;
+    assert_eq!(sql(p2, "SELECT COUNT(*) FROM extra.t"), "5001");
+    // Branches of generation 1 keep theirs.
+    let p1 = env.json(&["create", "from-one", "--baseline", "1"])["port"]
+        .as_u64()
+        .unwrap() as u16;
+    assert_eq!(sql(p1, "SHOW DATABASES LIKE 'extra'"), "");
+    let gens = env.json(&["baseline", "list"]);
+    assert_eq!(gens[0]["branches"], 2, "{gens}");
+    assert_eq!(gens[1]["branches"], 1, "{gens}");
+}

@@ -1,0 +1,136 @@
+//! Root integration tests of server profiles and the RAM-backed pool, on real btrfs and
+//! real mariadbd.
+
+use db_branch::testkit::{checksum, sql, TestEnv, SEED_SQL};
+
+fn var(port: u16, name: &str) -> String {
+    sql(port, &format!("SELECT @@GLOBAL.{name}"))
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn test_profile_relaxes_durability_and_durable_keeps_it() {
+    let env = TestEnv::with_baseline();
+    let fast = env.json(&["create", "fast"]);
+    assert_eq!(fast["profile"], "test");
+    let fast = fast["port"].as_u64().unwrap() as u16;
+    assert_eq!(var(fast, "innodb_flush_log_at_trx_commit"), "0");
+    assert_eq!(var(fast, "innodb_doublewrite"), "0");
+    assert_eq!(var(fast, "innodb_flush_method"), "nosync");
+    assert_eq!(var(fast, "log_bin"), "0");
+
+    let safe = env.json(&["create", "safe", "--profile", "durable"]);
+    assert_eq!(safe["profile"], "durable");
+    let safe = safe["port"].as_u64().unwrap() as u16;
+    assert_eq!(var(safe, "innodb_flush_log_at_trx_commit"), "1");
+    assert_eq!(var(safe, "innodb_doublewrite"), "1");
+    assert_ne!(var(safe, "innodb_flush_method"), "nosync");
+    assert_eq!(var(safe, "sync_binlog"), "1");
+
+    // Asking for another profile on an existing branch is refused, not ignored.
+    let out = env.run(&["create", "safe", "--profile", "test"]);
+    assert_eq!(out.status.code(), Some(2));
+
+    // A test-profile server that died is flagged, and reset is the suggested way back.
+    for pid in env.server_pids() {
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmd).contains("/branches/fast/") {
+            std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status()
+                .unwrap();
+        }
+    }
+    let status = env.wait_state("fast", "failed");
+    assert_eq!(status["state"], "failed", "{status}");
+    assert_eq!(status["unclean"], true);
+    assert!(env
+        .run_ok(&["status", "fast"])
+        .contains("unclean: reset it"));
+    let reset = env.json(&["reset", "fast"]);
+    assert_eq!(reset["state"], "running");
+    assert_eq!(reset["unclean"], false);
+}
+
+fn ram_env(image_size: &str) -> TestEnv {
+    TestEnv::new("", "").with_ram_pool(image_size)
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn ram_pool_that_would_not_fit_is_refused() {
+    let env = ram_env("64T");
+    let err = env.run_err(&["init"], 75);
+    assert!(err.contains("RAM") && err.contains("image_size"), "{err}");
+    let layout = db_branch::layout::Layout::new(&env.root);
+    assert!(!layout.image_file(std::path::Path::new("/dev/shm")).exists());
+    assert!(!db_branch::testkit::is_mounted(&env.pool()));
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn ram_pool_survives_reset_and_delete_cycles_and_is_rebuilt_after_a_reboot() {
+    let env = ram_env("1G");
+    env.run_ok(&["init"]);
+    env.run_ok(&["baseline", "create", "--empty", "--sql", SEED_SQL]);
+    let status_pool = |name: &str| env.json(&["status", name])["pool"].clone();
+    let ram_now = || {
+        std::process::Command::new("sync").status().unwrap();
+        env.json(&["init"])["pool"]["ram_bytes"].as_u64().unwrap()
+    };
+    for round in 0..3 {
+        let port = env.json(&["create", "ram"])["port"].as_u64().unwrap() as u16;
+        let clean = checksum(port);
+        sql(port, "DELETE FROM shop.orders WHERE id % 2 = 0");
+        assert_ne!(checksum(port), clean);
+        env.run_ok(&["reset", "ram"]);
+        assert_eq!(checksum(port), clean, "round {round}");
+        let pool = status_pool("ram");
+        assert_eq!(pool["ram_backed"], true, "{pool}");
+        assert!(pool["ram_bytes"].as_u64().unwrap() > 0, "{pool}");
+        env.run_ok(&["delete", "--yes", "ram"]);
+    }
+
+    // What a branch wrote goes back to RAM once it is deleted.
+    let port = env.json(&["create", "writer"])["port"].as_u64().unwrap() as u16;
+    sql(
+        port,
+        &format!(
+            "USE shop; INSERT INTO orders SELECT seq + 100000, 1, 1 FROM {}",
+            db_branch::testkit::seq(200000)
+        ),
+    );
+    let written = ram_now();
+    env.run_ok(&["delete", "--yes", "writer"]);
+    let mut freed = written;
+    for _ in 0..60 {
+        freed = ram_now();
+        if freed + (8 << 20) < written {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    assert!(
+        freed + (8 << 20) < written,
+        "RAM held {written} after writes, {freed} after delete"
+    );
+
+    // A reboot empties /dev/shm: simulate it (servers gone, pool unmounted, image gone).
+    env.run_ok(&["create", "lost"]);
+    env.run_ok(&["stop", "lost"]);
+    assert!(std::process::Command::new("umount")
+        .arg(env.pool())
+        .status()
+        .unwrap()
+        .success());
+    let layout = db_branch::layout::Layout::new(&env.root);
+    std::fs::remove_file(layout.image_file(std::path::Path::new("/dev/shm"))).unwrap();
+    let out = env.run(&["list"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("db-branch init"));
+    let init = env.json(&["init"]);
+    assert_eq!(init["lost_branches"], serde_json::json!(["lost"]));
+    // The baseline came back from disk; new branches have its data.
+    let port = env.json(&["create", "after"])["port"].as_u64().unwrap() as u16;
+    assert_eq!(sql(port, "SELECT COUNT(*) FROM shop.orders"), "20000");
+}

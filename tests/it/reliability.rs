@@ -1,0 +1,494 @@
+//! Root integration tests of failure handling on real btrfs and real mariadbd: a crash at
+//! every failpoint, 50 concurrent operations, a reboot, a full pool, a runaway branch, the
+//! unit's sandbox and file permissions.
+
+use db_branch::testkit::{checksum, port, sql, TestEnv};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::process::Output;
+
+fn with_failpoint(env: &TestEnv, failpoint: &str, args: &[&str]) -> Output {
+    let out = std::process::Command::new(db_branch::testkit::bin())
+        .args(args)
+        .env("DB_BRANCH_CONFIG", &env.config)
+        .env("DB_BRANCH_FAILPOINT", failpoint)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(db_branch::failpoint::EXIT_CODE),
+        "{failpoint} {args:?} did not stop at its failpoint: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// (kind, subject) of what `doctor` finds left behind.
+fn findings(env: &TestEnv) -> Vec<(String, String)> {
+    let out = env.run(&["--json", "doctor"]);
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["kind"].as_str().unwrap().into(),
+                f["subject"].as_str().unwrap().into(),
+            )
+        })
+        .collect()
+}
+
+fn assert_clean(env: &TestEnv, after: &str) {
+    let f = findings(env);
+    assert!(f.is_empty(), "after {after}, doctor finds {f:?}");
+    let out = env.run(&["doctor"]);
+    assert!(
+        out.status.success(),
+        "after {after}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn every_failpoint_is_put_right_by_the_next_command_or_doctor_repair() {
+    let env = TestEnv::with_baseline();
+    let reference = port(&env.json(&["create", "reference"]));
+    let clean = checksum(reference);
+    let mut covered = BTreeSet::new();
+
+    for (i, fp) in db_branch::failpoint::ALL.iter().enumerate() {
+        covered.insert(*fp);
+        let (command, _) = fp.split_once(':').unwrap();
+        match command {
+            "create" => {
+                with_failpoint(&env, fp, &["create", "victim"]);
+                let f = findings(&env);
+                assert!(
+                    f.contains(&("half-made branch".into(), "victim".into())),
+                    "{fp}: {f:?}"
+                );
+                if i % 2 == 0 {
+                    // The next ordinary command finishes the job.
+                    let v = env.json(&["create", "victim"]);
+                    assert_eq!(v["state"], "running", "{fp}");
+                    assert_eq!(checksum(port(&v)), clean, "{fp}");
+                    env.run_ok(&["delete", "--yes", "victim"]);
+                } else {
+                    // Or the repair takes it all away.
+                    env.run_ok(&["doctor", "--repair"]);
+                    assert!(!env.names().contains(&"victim".to_string()), "{fp}");
+                }
+            }
+            "reset" => {
+                let p = port(&env.json(&["create", "victim"]));
+                sql(p, "DELETE FROM shop.orders");
+                with_failpoint(&env, fp, &["reset", "victim"]);
+                let v = env.json(&["reset", "victim"]);
+                assert_eq!(v["state"], "running", "{fp}");
+                assert_eq!(port(&v), p, "{fp}: same port");
+                assert_eq!(checksum(p), clean, "{fp}");
+                env.run_ok(&["delete", "--yes", "victim"]);
+            }
+            "delete" => {
+                env.run_ok(&["create", "victim"]);
+                with_failpoint(&env, fp, &["delete", "--yes", "victim"]);
+                env.run_ok(&["delete", "--yes", "victim"]);
+                assert!(!env.names().contains(&"victim".to_string()), "{fp}");
+                assert!(!env.pool().join("branches/victim").exists(), "{fp}");
+            }
+            "baseline" => {
+                let before = env.json(&["baseline", "list"]).as_array().unwrap().len();
+                with_failpoint(&env, fp, &["baseline", "create", "--empty"]);
+                if fp != &"baseline:after-seal" {
+                    let f = findings(&env);
+                    assert!(
+                        f.iter().any(|(k, _)| k == "unfinished baseline"),
+                        "{fp}: {f:?}"
+                    );
+                    assert_eq!(
+                        env.json(&["baseline", "list"]).as_array().unwrap().len(),
+                        before,
+                        "{fp}: no half-made generation is visible"
+                    );
+                }
+                env.run_ok(&["baseline", "create", "--empty"]);
+                let gens: Vec<u64> = env
+                    .json(&["baseline", "list"])
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|g| g["generation"].as_u64().unwrap())
+                    .collect();
+                assert_eq!(gens, (1..=gens.len() as u64).collect::<Vec<_>>(), "{fp}");
+            }
+            "bake" => {
+                let dump = env.root.join("reference.sql");
+                let out = std::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(format!(
+                        "{} --no-defaults -h127.0.0.1 -P{reference} -uroot --databases shop > {}",
+                        db_branch::testkit::server().dump.display(),
+                        dump.display()
+                    ))
+                    .status()
+                    .unwrap();
+                assert!(out.success());
+                let from = format!("file:{}", dump.display());
+                let before = env.json(&["baseline", "list"]).as_array().unwrap().len();
+                with_failpoint(&env, fp, &["bake", "--from", &from]);
+                if fp != &"bake:after-seal" {
+                    assert_eq!(
+                        env.json(&["baseline", "list"]).as_array().unwrap().len(),
+                        before,
+                        "{fp}: no half-made generation is visible"
+                    );
+                    let f = findings(&env);
+                    assert!(
+                        f.iter().any(|(k, _)| k == "unfinished baseline"),
+                        "{fp}: {f:?}"
+                    );
+                }
+                assert!(
+                    env.server_pids().iter().all(|p| {
+                        !String::from_utf8_lossy(
+                            &std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default(),
+                        )
+                        .contains("/work/")
+                    }),
+                    "{fp}: the one-off server died with the baker"
+                );
+                env.run_ok(&["bake", "--from", &from]);
+            }
+            "gc" => {
+                for n in ["old-1", "old-2"] {
+                    env.run_ok(&[
+                        "create",
+                        n,
+                        "--baseline",
+                        "1",
+                        "--expires-at",
+                        "2020-01-01T00:00:00Z",
+                    ]);
+                }
+                with_failpoint(&env, fp, &["--yes", "gc"]);
+                assert_eq!(env.names().len(), 2, "{fp}: one deleted before the crash");
+                env.run_ok(&["--yes", "gc"]);
+                assert_eq!(env.names(), ["reference"], "{fp}");
+            }
+            other => panic!("failpoint of unknown command {other}"),
+        }
+        assert_clean(&env, fp);
+    }
+    assert_eq!(covered.len(), db_branch::failpoint::ALL.len());
+    // The bystander never noticed.
+    assert_eq!(checksum(reference), clean);
+    assert_eq!(env.names(), ["reference"]);
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn fifty_mixed_operations_in_parallel_leave_everything_consistent() {
+    let env = TestEnv::with_baseline();
+    let ops = ["create", "reset", "delete", "stop", "start", "list"];
+    let mut seed: u64 = 0x5eed;
+    let mut next = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) as usize
+    };
+    let plan: Vec<(&str, String)> = (0..50)
+        .map(|_| (ops[next() % ops.len()], format!("c{}", next() % 4)))
+        .collect();
+    let cursor = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| loop {
+                let i = cursor.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some((op, name)) = plan.get(i) else { break };
+                let out = match *op {
+                    "list" => env.run(&["list"]),
+                    "delete" => env.run(&["delete", "--yes", name]),
+                    _ => env.run(&[op, name]),
+                };
+                results
+                    .lock()
+                    .unwrap()
+                    .push((op.to_string(), name.clone(), out));
+            });
+        }
+    });
+    for (op, name, out) in results.into_inner().unwrap() {
+        let code = out.status.code();
+        let err = String::from_utf8_lossy(&out.stderr);
+        // 2 = the branch did not exist at that moment (reset/start/stop); never a hang,
+        // a lock time-out (75) or a failure.
+        assert!(
+            code == Some(0) || (code == Some(2) && err.contains("there is no branch")),
+            "{op} {name}: {code:?} {err}"
+        );
+    }
+    assert_clean(&env, "the concurrent run");
+    let list = env.json(&["list"]);
+    let ports: Vec<u64> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["port"].as_u64().unwrap())
+        .collect();
+    let unique: BTreeSet<u64> = ports.iter().copied().collect();
+    assert_eq!(unique.len(), ports.len(), "ports unique: {ports:?}");
+    let running = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["state"] == "running")
+        .count();
+    assert_eq!(env.server_pids().len(), running, "{list}");
+    for b in list.as_array().unwrap() {
+        if b["state"] == "running" {
+            assert_eq!(sql(port(b), "SELECT COUNT(*) FROM shop.customers"), "2000");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn after_a_reboot_the_next_command_remounts_and_start_brings_branches_back() {
+    let env = TestEnv::with_baseline();
+    let a = port(&env.json(&["create", "a"]));
+    sql(a, "CREATE DATABASE kept");
+    env.run_ok(&["stop", "a"]);
+    env.run_ok(&["start", "a"]);
+    env.run_ok(&["create", "b"]);
+    env.run_ok(&["stop", "b"]);
+    // Power loss: every server gone at once, the pool unmounted.
+    for pid in env.server_pids() {
+        std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap();
+    }
+    for _ in 0..200 {
+        if env.server_pids().is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    let mut unmounted = false;
+    for _ in 0..100 {
+        if std::process::Command::new("umount")
+            .arg(env.pool())
+            .status()
+            .unwrap()
+            .success()
+        {
+            unmounted = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(unmounted && !db_branch::testkit::is_mounted(&env.pool()));
+
+    let list = env.json(&["list"]);
+    assert!(
+        db_branch::testkit::is_mounted(&env.pool()),
+        "list re-mounted the pool"
+    );
+    assert_eq!(list.as_array().unwrap().len(), 2);
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .all(|b| b["state"] != "running"),
+        "{list}"
+    );
+    assert_eq!(env.json(&["start", "a"])["state"], "running");
+    assert_eq!(sql(a, "SHOW DATABASES LIKE 'kept'"), "kept");
+    assert_eq!(env.json(&["start", "b"])["state"], "running");
+    assert_clean(&env, "the reboot");
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn a_full_pool_gives_a_clear_error_keeps_the_others_and_recovers_after_delete() {
+    let env = TestEnv::new("", "");
+    std::fs::write(
+        &env.config,
+        std::fs::read_to_string(&env.config)
+            .unwrap()
+            .replace("image_size = \"3G\"", "image_size = \"768M\""),
+    )
+    .unwrap();
+    env.run_ok(&["init"]);
+    env.run_ok(&[
+        "baseline",
+        "create",
+        "--empty",
+        "--sql",
+        db_branch::testkit::SEED_SQL,
+    ]);
+    let other = port(&env.json(&["create", "other"]));
+    let clean = checksum(other);
+    let filler = port(&env.json(&["create", "filler"]));
+    sql(
+        filler,
+        "CREATE TABLE shop.big (id INT AUTO_INCREMENT PRIMARY KEY, b LONGBLOB)",
+    );
+    let mut full = false;
+    for _ in 0..40 {
+        let out = std::process::Command::new(db_branch::testkit::server().client)
+            .args([
+                "--no-defaults",
+                "-h127.0.0.1",
+                "-uroot",
+                &format!("-P{filler}"),
+                "shop",
+                "-e",
+            ])
+            .arg(format!(
+                "INSERT INTO big (b) SELECT REPEAT('x', 1048576) FROM {}",
+                db_branch::testkit::seq(32)
+            ))
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            // InnoDB answers "table is full", or (no doublewrite, no fsync: test profile) the
+            // server stops on the failed write; either way only this branch is hit.
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains("full") || err.contains("space") || err.contains("Lost connection"),
+                "{err}"
+            );
+            full = true;
+            break;
+        }
+    }
+    assert!(full, "the pool never filled");
+    std::process::Command::new("sync").status().unwrap();
+
+    let err = env.run_err(&["create", "newbie"], 75);
+    assert!(
+        err.contains("full") && err.contains("btrfs.min_free"),
+        "{err}"
+    );
+    assert_eq!(env.names(), ["filler", "other"], "nothing half-made");
+    assert_eq!(checksum(other), clean, "the other branch is intact");
+
+    env.run_ok(&["delete", "--yes", "filler"]);
+    let mut made = None;
+    for _ in 0..120 {
+        let out = env.run(&["--json", "create", "newbie"]);
+        if out.status.success() {
+            made = Some(serde_json::from_slice::<Value>(&out.stdout).unwrap());
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let newbie = made.expect("space came back after the delete");
+    assert_eq!(checksum(port(&newbie)), clean, "the baseline is intact");
+    assert_clean(&env, "the full pool");
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn a_runaway_branch_dies_alone() {
+    let env = TestEnv::with_baseline();
+    let hog = env.json(&["create", "hog", "--buffer-pool", "32M"]);
+    let calm = port(&env.json(&["create", "calm", "--buffer-pool", "32M"]));
+    if env.service != "systemd" {
+        // The built-in supervisor cannot fence memory; it makes branch servers the OOM
+        // killer's first choice instead.
+        for pid in env.server_pids() {
+            let adj = std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap();
+            assert_eq!(adj.trim(), "500", "pid {pid}");
+        }
+        return;
+    }
+    // 32M pool + 512M allowance: a 1.2 GB in-memory table is far over the ceiling.
+    let out = std::process::Command::new(db_branch::testkit::server().client)
+        .args([
+            "--no-defaults",
+            "-h127.0.0.1",
+            "-uroot",
+            &format!("-P{}", port(&hog)),
+        ])
+        .arg("-e")
+        .arg(format!(
+            "SET SESSION max_heap_table_size = 4294967296; CREATE DATABASE h; USE h; \
+             CREATE TABLE hog (c VARCHAR(2000)) ENGINE=MEMORY; \
+             INSERT INTO hog SELECT REPEAT('x', 2000) FROM {}",
+            db_branch::testkit::seq(600000)
+        ))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Lost connection"),
+        "the hog was not stopped: {err}"
+    );
+    let status = env.wait_state("hog", "failed");
+    assert_eq!(status["state"], "failed", "{status}");
+    assert_eq!(status["unclean"], true);
+    assert_eq!(env.json(&["status", "calm"])["state"], "running");
+    assert_eq!(sql(calm, "SELECT COUNT(*) FROM shop.orders"), "20000");
+    assert_eq!(env.json(&["reset", "hog"])["state"], "running");
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn servers_are_confined_and_state_files_private() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let env = TestEnv::with_baseline();
+    let v = env.json(&["create", "sec"]);
+    let p = port(&v);
+    assert_eq!(sql(p, "SELECT @@bind_address"), "127.0.0.1");
+    for pid in env.server_pids() {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+        let mysql = nix::unistd::User::from_name("mysql")
+            .unwrap()
+            .unwrap()
+            .uid
+            .as_raw();
+        assert!(
+            uid.split_whitespace().nth(1) == Some(&mysql.to_string()),
+            "{uid}"
+        );
+    }
+    let record = env.root.join("branches/sec/branch.json");
+    let meta = std::fs::metadata(&record).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(meta.uid(), 0);
+
+    // The unit as installed, reviewed by systemd itself.
+    let dir = env.root.join("security-check");
+    std::fs::create_dir_all(&dir).unwrap();
+    let units = env.rendered_units();
+    let unit = dir.join("mysqld@check.service");
+    std::fs::write(&unit, &units[0].1).unwrap();
+    let out = std::process::Command::new("systemd-analyze")
+        .args(["security", "--offline=true", "--no-pager"])
+        .arg(&unit)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("Overall exposure level"))
+        .unwrap_or_else(|| panic!("no exposure in {text}"));
+    let exposure: f64 = line
+        .split(':')
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    println!("systemd-analyze security exposure of the branch unit: {exposure}");
+    assert!(exposure <= 4.0, "{line}");
+}
