@@ -189,6 +189,10 @@ impl Flavour {
                 "performance-schema=OFF",
                 // Notes too: "Starting crash recovery" is one, and db-branch checks for it.
                 "log-error-verbosity=3",
+                // MySQL rewrites its spare redo files at every start: with the default 100M
+                // that is ~97 MB of a branch's own disk from its first second. 32M measured
+                // 15% slower on a write-heavy load than 100M (8M: 67% slower).
+                "innodb-redo-log-capacity=32M",
             ],
         }
     }

@@ -204,7 +204,8 @@ impl Server for RealServer {
              WHERE THREAD_ID <> {me} ORDER BY TIMER_START"
             ))
             .context("reading the statement history (performance_schema)")?;
-        let stages: Vec<(u64, u64, String)> = conn.query(
+        // NESTING_EVENT_ID is NULL for stages outside a statement (MySQL).
+        let stages: Vec<(u64, Option<u64>, String)> = conn.query(
             "SELECT THREAD_ID, NESTING_EVENT_ID, EVENT_NAME \
              FROM performance_schema.events_stages_history_long",
         )?;
@@ -240,7 +241,7 @@ impl Server for RealServer {
                             .map(|e| format!("{e}: {}", msg.unwrap_or_default())),
                         stages: stages
                             .iter()
-                            .filter(|(t, nest, _)| *t == thread && *nest == event_id)
+                            .filter(|(t, nest, _)| *t == thread && *nest == Some(event_id))
                             .map(|(_, _, n)| n.clone())
                             .collect(),
                     }
