@@ -142,6 +142,13 @@ impl Expiry {
     }
 }
 
+/// A buffer pool size InnoDB accepts (the same floor as `mysqld.buffer_pool`).
+fn buffer_pool(s: &str) -> Result<ByteSize, String> {
+    let size: ByteSize = s.parse()?;
+    crate::config::check_buffer_pool(size).map_err(|e| e.replace("mysqld.buffer_pool = ", ""))?;
+    Ok(size)
+}
+
 #[derive(Debug, Args)]
 pub struct CreateArgs {
     /// Branch name: lowercase letters, digits, '-', '_', '.'
@@ -150,7 +157,7 @@ pub struct CreateArgs {
     #[arg(long, value_name = "GEN")]
     pub baseline: Option<Generation>,
     /// InnoDB buffer pool for this branch [default: mysqld.buffer_pool]
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", value_parser = buffer_pool)]
     pub buffer_pool: Option<ByteSize>,
     #[command(flatten)]
     pub expiry: Expiry,

@@ -315,12 +315,7 @@ impl Config {
                 self.btrfs.image_size
             )));
         }
-        if self.mysqld.buffer_pool.bytes() < (5 << 20) {
-            return Err(usage(format!(
-                "mysqld.buffer_pool = {} is too small; InnoDB needs at least 5M",
-                self.mysqld.buffer_pool
-            )));
-        }
+        check_buffer_pool(self.mysqld.buffer_pool).map_err(usage)?;
         for arg in &self.mysqld.extra_args {
             validate_extra_arg(arg)?;
         }
@@ -351,6 +346,9 @@ impl Config {
                 "systemd.unit_prefix = {prefix:?} must be letters, digits, '-', '_' or '.'"
             )));
         }
+        if self.service_manager == ServiceManagerKind::Systemd {
+            check_root_for_systemd(&self.root)?;
+        }
         if self.mysqld.user.is_empty() {
             return Err(usage("mysqld.user must name the OS user servers run as"));
         }
@@ -368,6 +366,32 @@ impl Config {
     pub fn embedded_pool(&self) -> bool {
         self.btrfs.path.as_os_str().is_empty()
     }
+}
+
+/// The unit sandbox gives each server a private /tmp and /var/tmp (`PrivateTmp=`), so a
+/// root below them is invisible to the servers: systemd fails every start with "Failed to
+/// set up mount namespacing".
+pub fn check_root_for_systemd(root: &Path) -> Result<()> {
+    for tmp in ["/tmp", "/var/tmp"] {
+        if root.starts_with(tmp) {
+            return Err(usage(format!(
+                "root = {root:?} is below {tmp}, which the branch units' sandbox (PrivateTmp) \
+                 hides from the servers under systemd; choose a root elsewhere (the default \
+                 is /var/lib/db-branch), or service_manager = \"process\""
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// InnoDB refuses to start with a buffer pool below 5M.
+pub fn check_buffer_pool(size: ByteSize) -> std::result::Result<(), String> {
+    if size.bytes() < (5 << 20) {
+        return Err(format!(
+            "mysqld.buffer_pool = {size} is too small; InnoDB needs at least 5M"
+        ));
+    }
+    Ok(())
 }
 
 /// Extra server options go into the option file, so they must be long options.
@@ -451,6 +475,10 @@ unit_dir = "/etc/systemd/system"
             ("root = \"relative\"", "absolute"),
             ("root = \"/home/a/.db-branch\"", "hidden directory"),
             ("[mysqld]\nbuffer_pool = \"1K\"", "too small"),
+            (
+                "service_manager = \"systemd\"\nroot = \"/var/tmp/dbb\"",
+                "PrivateTmp",
+            ),
             (
                 "[mysqld]\nextra_args = [\"max-connections=5\"]",
                 "long server option",

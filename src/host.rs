@@ -72,6 +72,9 @@ impl Host {
             ServiceManagerKind::Process => false,
             ServiceManagerKind::Auto => systemd::is_running(),
         };
+        if use_systemd {
+            crate::config::check_root_for_systemd(&config.root)?;
+        }
         let services: Arc<dyn ServiceManager> = if use_systemd {
             let bin = std::env::current_exe()
                 .unwrap_or_else(|_| std::path::PathBuf::from("/usr/bin/db-branch"));
@@ -118,7 +121,7 @@ impl Host {
     }
 
     fn lock(&self, path: &std::path::Path, what: &str) -> Result<LockGuard> {
-        let printer = self.printer;
+        let printer = &self.printer;
         locks::lock(path, what, self.config.lock_timeout.0, &|m| printer.note(m))
     }
 

@@ -11,7 +11,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let printer = db_branch::printer::Printer::new(cli.json, cli.quiet);
-    match db_branch::run(cli, printer) {
+    match db_branch::run(cli, printer.clone()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             let (kind, _) = db_branch::error::classify(&err);

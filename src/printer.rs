@@ -15,25 +15,50 @@ pub trait Human {
     fn human(&self) -> String;
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Printer {
     pub json: bool,
     pub quiet: bool,
+    /// Data goes here instead of stdout (snapshot tests).
+    capture: Option<std::sync::Arc<Mutex<String>>>,
 }
 
 impl Printer {
     pub fn new(json: bool, quiet: bool) -> Self {
-        Printer { json, quiet }
+        Printer {
+            json,
+            quiet,
+            capture: None,
+        }
+    }
+
+    /// A printer whose data is kept in memory, for tests; the second value reads it.
+    pub fn capturing(json: bool) -> (Self, std::sync::Arc<Mutex<String>>) {
+        let buf = std::sync::Arc::new(Mutex::new(String::new()));
+        (
+            Printer {
+                json,
+                quiet: true,
+                capture: Some(buf.clone()),
+            },
+            buf,
+        )
     }
 
     /// Writes `text` and a newline to stdout. A closed pipe comes back as an `io::Error` of
     /// kind `BrokenPipe` (exit 0, nothing said).
     pub fn data(&self, text: &str) -> anyhow::Result<()> {
-        let mut out = std::io::stdout().lock();
-        out.write_all(text.as_bytes())?;
-        if !text.ends_with('\n') {
-            out.write_all(b"\n")?;
+        let line = if text.ends_with('\n') {
+            text.to_string()
+        } else {
+            format!("{text}\n")
+        };
+        if let Some(buf) = &self.capture {
+            buf.lock().unwrap().push_str(&line);
+            return Ok(());
         }
+        let mut out = std::io::stdout().lock();
+        out.write_all(line.as_bytes())?;
         out.flush()?;
         Ok(())
     }

@@ -22,6 +22,9 @@ pub mod stop;
 pub mod stop_idle;
 pub mod unprotect;
 
+#[cfg(test)]
+mod snapshots;
+
 use crate::cli::{BaselineCommand, Command};
 use crate::host::Host;
 use anyhow::Result;

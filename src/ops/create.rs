@@ -60,6 +60,9 @@ pub struct Created {
 }
 
 pub fn create(host: &Host, opts: &CreateOptions) -> Result<Created> {
+    // Bad input is refused before anything is touched.
+    let now = host.clock.now();
+    let expires_at = resolve(now, opts.expiry, Some(host.config.lifecycle.default_ttl))?;
     host.storage.open()?;
     let name = &opts.name;
     let _lock = host.branch_lock(name)?;
@@ -98,7 +101,6 @@ pub fn create(host: &Host, opts: &CreateOptions) -> Result<Created> {
     let made_by = generation_server(host, baseline);
     check_server_for(host, &format!("baseline {baseline}"), made_by)?;
     host.check_free_space()?;
-    let now = host.clock.now();
     let mut record = BranchRecord::new(
         name.clone(),
         baseline,
@@ -114,7 +116,7 @@ pub fn create(host: &Host, opts: &CreateOptions) -> Result<Created> {
         .iter()
         .map(|l| (l.key.clone(), l.value.clone()))
         .collect();
-    record.expires_at = resolve(now, opts.expiry, Some(host.config.lifecycle.default_ttl))?;
+    record.expires_at = expires_at;
 
     let mut undo = Undo::new();
     match apply(host, &mut record, &mut undo) {

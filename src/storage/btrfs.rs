@@ -145,10 +145,10 @@ impl BtrfsStorage {
         if !image.exists() {
             if !create {
                 let hint = if self.image_in_ram() && self.streams.is_dir() {
-                    " (a RAM pool does not survive a reboot); run `db-branch init` to rebuild it \
-                     from the baselines kept on disk"
+                    " (a RAM pool does not survive a reboot; `db-branch init` rebuilds it \
+                     from the baselines kept on disk)"
                 } else {
-                    "; run `db-branch init` first"
+                    ""
                 };
                 return Err(StorageError::NotReady(format!(
                     "the embedded pool image {} does not exist{hint}",

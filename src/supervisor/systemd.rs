@@ -34,8 +34,13 @@ pub struct Systemd {
     units: Vec<(String, String)>,
     /// How long a start job may take (`mysqld.start_timeout`).
     start_timeout: Duration,
+    /// Where distribution packages put their units: a `mysqld@.service` there is not ours.
+    vendor_unit_dirs: Vec<PathBuf>,
     conn: OnceLock<zbus::Connection>,
 }
+
+/// The first line of every unit db-branch writes.
+const OUR_MARK: &str = "# db-branch:";
 
 /// What the units need to know about this host.
 pub struct UnitParams<'a> {
@@ -82,6 +87,20 @@ pub fn render_units(p: &UnitParams) -> Vec<(String, String)> {
     units
 }
 
+/// The memory ceilings of a branch's unit: MemoryHigh and MemoryMax, plus the deprecated
+/// MemoryLimit only where the memory controller is cgroup v1's (systemd warns about it at
+/// every start, and it means nothing on a unified host).
+pub fn memory_properties(launch: &Launch, cgroup_v1: bool) -> Vec<(&'static str, u64)> {
+    let mut props = vec![
+        ("MemoryHigh", launch.memory_high),
+        ("MemoryMax", launch.memory_max),
+    ];
+    if cgroup_v1 {
+        props.push(("MemoryLimit", launch.memory_max));
+    }
+    props
+}
+
 /// True when the memory controller is mounted as cgroup v1 (legacy or hybrid hosts), where
 /// systemd applies `MemoryLimit=`; on a unified (v2) host `MemoryMax=` is the one.
 fn memory_controller_is_v1() -> bool {
@@ -112,8 +131,50 @@ impl Systemd {
             prefix,
             units,
             start_timeout,
+            vendor_unit_dirs: [
+                "/lib/systemd/system",
+                "/usr/lib/systemd/system",
+                "/etc/systemd/system",
+            ]
+            .into_iter()
+            .map(PathBuf::from)
+            .collect(),
             conn: OnceLock::new(),
         }
+    }
+
+    /// Refuses to install the branch template over (or beside) a unit of the same name
+    /// that a package installed: RHEL and Fedora's MySQL packages ship `mysqld@.service`,
+    /// and ours would shadow it.
+    fn check_template_is_ours(&self) -> Result<()> {
+        let name = format!("{}@.service", self.prefix);
+        let dirs = self
+            .vendor_unit_dirs
+            .iter()
+            .chain(std::iter::once(&self.unit_dir));
+        for dir in dirs {
+            let path = dir.join(&name);
+            let Ok(text) = fs::read_to_string(&path) else {
+                continue;
+            };
+            if !text.starts_with(OUR_MARK) {
+                return Err(crate::error::Error::new(
+                    crate::error::Kind::Usage,
+                    format!(
+                        "{} exists and is not db-branch's (a server package installed it); \
+                         installing db-branch's template would shadow it",
+                        path.display()
+                    ),
+                )
+                .hint(format!(
+                    "set systemd.unit_prefix in the config to another name, e.g. \
+                     unit_prefix = \"db-branch-{}\"",
+                    self.prefix
+                ))
+                .into());
+            }
+        }
+        Ok(())
     }
 
     fn unit_name(&self, launch: &Launch) -> String {
@@ -234,6 +295,7 @@ impl ServiceManager for Systemd {
     }
 
     fn install(&self) -> Result<()> {
+        self.check_template_is_ours()?;
         fs::create_dir_all(&self.unit_dir)
             .with_context(|| format!("creating {}", self.unit_dir.display()))?;
         for (file, text) in &self.units {
@@ -279,13 +341,11 @@ impl ServiceManager for Systemd {
             // Runtime properties: a drop-in under /run for this instance only. MemoryLimit
             // (deprecated; systemd warns on every start) only where the memory controller
             // is cgroup v1's.
-            let mut props: Vec<(String, zbus::OwnedVariant)> = vec![
-                ("MemoryHigh".into(), launch.memory_high.into()),
-                ("MemoryMax".into(), launch.memory_max.into()),
-            ];
-            if memory_controller_is_v1() {
-                props.push(("MemoryLimit".into(), launch.memory_max.into()));
-            }
+            let props: Vec<(String, zbus::OwnedVariant)> =
+                memory_properties(launch, memory_controller_is_v1())
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.into()))
+                    .collect();
             let mgr = self.manager()?;
             zbus::block_on(mgr.set_unit_properties(unit.clone(), true, props))
                 .with_context(|| format!("setting the memory ceilings of {unit}"))?;
@@ -390,5 +450,66 @@ impl ServiceManager for Systemd {
 
     fn forget(&self, launch: &Launch) -> Result<()> {
         self.reset_failed(&self.unit_name(launch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch() -> Launch {
+        Launch {
+            name: "a".parse().unwrap(),
+            binary: "/usr/sbin/mariadbd".into(),
+            option_file: "/r/branches/a/my.cnf".into(),
+            error_log: "/r/branches/a/error.log".into(),
+            user: "mysql".into(),
+            pid_file: "/r/branches/a/mysqld.pid".into(),
+            supervisor_pid_file: "/r/branches/a/supervisor.pid".into(),
+            memory_high: 100,
+            memory_max: 200,
+        }
+    }
+
+    #[test]
+    fn memory_limit_only_on_cgroup_v1() {
+        let v2 = memory_properties(&launch(), false);
+        assert_eq!(v2, vec![("MemoryHigh", 100), ("MemoryMax", 200)]);
+        let v1 = memory_properties(&launch(), true);
+        assert!(v1.contains(&("MemoryLimit", 200)));
+    }
+
+    #[test]
+    fn a_packaged_unit_of_the_same_name_is_not_shadowed() {
+        let vendor = tempfile::tempdir().unwrap();
+        let ours = tempfile::tempdir().unwrap();
+        let units = render_units(&UnitParams {
+            root: Path::new("/var/lib/db-branch"),
+            pool: Path::new("/var/lib/db-branch/pool"),
+            mysqld: Path::new("/usr/sbin/mysqld"),
+            user: "mysql",
+            prefix: "mysqld",
+            bin: Path::new("/usr/bin/db-branch"),
+            config: None,
+        });
+        let mut sd = Systemd::new(
+            ours.path().to_path_buf(),
+            "mysqld".into(),
+            units.clone(),
+            Duration::from_secs(1),
+        );
+        sd.vendor_unit_dirs = vec![vendor.path().to_path_buf()];
+        assert!(sd.check_template_is_ours().is_ok(), "nothing there yet");
+        std::fs::write(ours.path().join("mysqld@.service"), &units[0].1).unwrap();
+        assert!(sd.check_template_is_ours().is_ok(), "ours may be replaced");
+        std::fs::write(
+            vendor.path().join("mysqld@.service"),
+            "[Unit]\nDescription=MySQL Server\n",
+        )
+        .unwrap();
+        let e = sd.check_template_is_ours().unwrap_err();
+        let text = crate::error::render(&e);
+        assert!(text.contains("systemd.unit_prefix"), "{text}");
+        assert_eq!(crate::error::exit_code(&e), crate::error::EXIT_USAGE);
     }
 }

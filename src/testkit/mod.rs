@@ -101,10 +101,15 @@ impl TestEnv {
             format!("{extra_top}\n[btrfs]\nimage_size = \"{image_size}\"\n")
         };
         // The server under test, unless the test names its own.
-        let mysqld = if extra_tables.contains("[mysqld]") {
-            String::new()
+        // The server under test, in the test's own [mysqld] table if it has one.
+        let binary = format!("binary = \"{}\"\n", server().binary.display());
+        let (extra_tables, mysqld) = if extra_tables.contains("[mysqld]\n") {
+            (
+                extra_tables.replacen("[mysqld]\n", &format!("[mysqld]\n{binary}"), 1),
+                String::new(),
+            )
         } else {
-            format!("[mysqld]\nbinary = \"{}\"\n", server().binary.display())
+            (extra_tables.to_string(), format!("[mysqld]\n{binary}"))
         };
         let text = format!(
             "root = \"{}\"\nservice_manager = \"{service}\"\nports = \"{first_port}-{}\"\n\
@@ -142,6 +147,20 @@ impl TestEnv {
 
     pub fn run(&self, args: &[&str]) -> Output {
         self.run_at(None, args)
+    }
+
+    /// Runs db-branch with its stdout a pipe nobody reads any more (`| head -1` gone).
+    pub fn run_into_closed_pipe(&self, args: &[&str]) -> Output {
+        let (read, write) = nix::unistd::pipe().expect("pipe");
+        drop(read);
+        Command::new(bin())
+            .args(args)
+            .env("DB_BRANCH_CONFIG", &self.config)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::from(write))
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .expect("run db-branch")
     }
 
     /// Runs db-branch as if the time were `now` (DB_BRANCH_FAKE_NOW).

@@ -72,6 +72,18 @@ fn bad_input_is_refused_clearly_and_changes_nothing() {
             "128M",
         ),
         case(
+            "buffer pool InnoDB refuses",
+            ok,
+            &["create", "a", "--buffer-pool", "1K"],
+            "at least 5M",
+        ),
+        case(
+            "ttl past what a timestamp holds",
+            ok,
+            &["create", "a", "--ttl", "1000000y"],
+            "too far",
+        ),
+        case(
             "generation word",
             ok,
             &["create", "a", "--baseline", "latest"],
@@ -221,6 +233,12 @@ fn bad_input_is_refused_clearly_and_changes_nothing() {
             "[mysqld]\nbuffer_pool = \"1K\"\n",
             &["list"],
             "too small",
+        ),
+        case(
+            "root below /tmp under systemd",
+            "root = \"/tmp/dbb-x\"\nservice_manager = \"systemd\"\n",
+            &["list"],
+            "PrivateTmp",
         ),
         case(
             "bad extra arg",

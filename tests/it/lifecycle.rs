@@ -141,8 +141,24 @@ fn create_is_idempotent_and_wakes_a_stopped_branch() {
         "data kept across stop"
     );
 
-    env.run_ok(&["stop", "pr-1"]);
+    // With -q a stop prints nothing at all.
+    let quiet = env.run(&["stop", "-q", "pr-1"]);
+    assert!(quiet.status.success());
+    assert!(
+        quiet.stdout.is_empty() && quiet.stderr.is_empty(),
+        "stop -q said: {}{}",
+        String::from_utf8_lossy(&quiet.stdout),
+        String::from_utf8_lossy(&quiet.stderr)
+    );
     assert_eq!(env.json(&["start", "pr-1"])["state"], "running");
+    // A reader that goes away (`db-branch list | head -1`) is no error.
+    let closed = env.run_into_closed_pipe(&["list"]);
+    assert_eq!(closed.status.code(), Some(0));
+    assert!(
+        closed.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&closed.stderr)
+    );
     // env prints the same connection details in each format.
     let dotenv = env.run_ok(&["env", "pr-1"]);
     assert!(dotenv.contains(&format!("MYSQL_PORT={port}")), "{dotenv}");
@@ -275,4 +291,60 @@ fn baseline_from_datadir_refuses_unclean_and_takes_clean() {
     let gens = env.json(&["baseline", "list"]);
     assert_eq!(gens[0]["branches"], 2, "{gens}");
     assert_eq!(gens[1]["branches"], 1, "{gens}");
+}
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn sql_files_show_progress_and_start_timeout_bounds_a_server_that_never_gets_ready() {
+    let env = TestEnv::new("", "[mysqld]\nstart_timeout = \"3s\"\n");
+    env.run_ok(&["init"]);
+    let out = env.run(&[
+        "baseline",
+        "create",
+        "--empty",
+        "--sql",
+        &db_branch::testkit::seed_sql(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("baseline: run seed.sql") && err.contains("100%"),
+        "a long SQL file shows progress: {err}"
+    );
+
+    // A "server" that answers --version like the real one, then never gets ready (under
+    // systemd: never sends READY=1, so the start job would wait for TimeoutStartSec).
+    let real = db_branch::testkit::server().binary;
+    let version = std::process::Command::new(&real)
+        .arg("--version")
+        .output()
+        .unwrap();
+    let fake = env.root.join("stuck-server");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in --version) echo '{}'; exit 0 ;; esac\nwhile :; do sleep 1; done\n",
+            String::from_utf8_lossy(&version.stdout).trim()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = std::fs::read_to_string(&env.config).unwrap().replace(
+        &format!("binary = \"{}\"", real.display()),
+        &format!("binary = \"{}\"", fake.display()),
+    );
+    std::fs::write(&env.config, config).unwrap();
+    env.run_ok(&["init"]); // the unit template names the new binary
+    let started = std::time::Instant::now();
+    let err = env.run_err(&["create", "stuck"], 1);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "gave up after {:?}: {err}",
+        started.elapsed()
+    );
+    assert!(err.contains("within 3s"), "{err}");
+    // Nothing is left of the attempt.
+    assert_eq!(env.json(&["list"]), serde_json::json!([]));
+    assert!(env.server_pids().is_empty());
 }

@@ -134,4 +134,18 @@ fn ram_pool_survives_reset_and_delete_cycles_and_is_rebuilt_after_a_reboot() {
     // The baseline came back from disk; new branches have its data.
     let port = env.json(&["create", "after"])["port"].as_u64().unwrap() as u16;
     assert_eq!(sql(port, "SELECT COUNT(*) FROM shop.orders"), "20000");
+
+    // A pruned generation's copy on disk goes with it: it must not come back at the next
+    // boot, and streams must not pile up.
+    let streams = layout.baseline_streams();
+    let stream = |g: &str| streams.join(format!("gen-{g:0>6}.btrfs"));
+    env.run_ok(&["delete", "--yes", "after"]);
+    env.run_ok(&["baseline", "create", "--empty"]);
+    assert!(stream("1").exists() && stream("2").exists());
+    env.run_ok(&["baseline", "prune"]);
+    assert!(
+        !stream("1").exists(),
+        "the pruned generation's stream is gone"
+    );
+    assert!(stream("2").exists(), "the newest one's stays");
 }

@@ -1,0 +1,178 @@
+//! The output contract: every command's `--json` and its table or text, run through the
+//! real command-line parser, command, operation and printer on the in-memory host, kept
+//! as insta snapshots. Scripts depend on the JSON (docs/json.md): a snapshot that changes
+//! is a contract that changed. Paths under the test's root become `[ROOT]`, durations
+//! `[SECONDS]`; the clock is fixed.
+
+use crate::cli::Cli;
+use crate::ops::testing::{sim_host, SimHost};
+use crate::printer::Printer;
+use clap::Parser;
+
+/// Runs `db-branch ARGS` on the sim host; returns what it printed on stdout.
+fn run(sim: &mut SimHost, json: bool, args: &str) -> String {
+    let mut argv = vec!["db-branch".to_string()];
+    argv.extend(shlex::split(args).expect("test arguments"));
+    let cli = Cli::try_parse_from(argv).expect("test arguments parse");
+    let (printer, out) = Printer::capturing(json);
+    sim.host.printer = printer;
+    match &cli.command {
+        crate::cli::Command::Doctor(a) => {
+            // Doctor fails (exit 1) when a check fails; its report is printed either way.
+            let _ = super::doctor::run(&sim.host, a, "/etc/db-branch/config.toml (valid)");
+        }
+        command => super::dispatch(&sim.host, command).expect("command succeeds"),
+    }
+    let text = out.lock().unwrap().clone();
+    text
+}
+
+fn settings(sim: &SimHost) -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.add_filter(
+        &regex_escape(&sim.host.layout.root().display().to_string()),
+        "[ROOT]",
+    );
+    s.add_filter(r#""seconds": [0-9.e-]+"#, r#""seconds": "[SECONDS]""#);
+    s.add_filter(r"in [0-9]+\.[0-9] s by", "in [SECONDS] s by");
+    // Whether the tests run as root shows in doctor's first check.
+    s.add_filter(
+        r#"(?m)^(│ )?(ok|FAIL) +root +(running as root|db-branch must run as root \(sudo\)) +(│)?$"#,
+        "[ROOT CHECK]",
+    );
+    s.add_filter(
+        r#"\{\s*"name": "root",\s*"level": "(ok|fail)",\s*"detail": "[^"]*"\s*\}"#,
+        "[ROOT CHECK]",
+    );
+    // Who runs the tests, and whether this host runs systemd.
+    s.add_filter(r#""owner": "[^"]*""#, r#""owner": "[USER]""#);
+    s.add_filter(r"(?m)^owner: +\S+$", "owner:    [USER]");
+    s.add_filter(r"\(systemd (not )?running\)", "(systemd [RUNNING OR NOT])");
+    s.set_prepend_module_to_snapshot(false);
+    s
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if "\\.+*?()|[]{}^$".contains(c) {
+                vec!['\\', c]
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+/// Snapshots both forms of one command: `NAME.json` and `NAME.txt`.
+fn both(sim: &mut SimHost, name: &str, args: &str) {
+    let json = run(sim, true, args);
+    serde_json::from_str::<serde_json::Value>(&json)
+        .unwrap_or_else(|e| panic!("{args}: --json is not JSON ({e}):\n{json}"));
+    let text = run(sim, false, args);
+    settings(sim).bind(|| {
+        insta::assert_snapshot!(format!("{name}.json"), json);
+        insta::assert_snapshot!(format!("{name}.txt"), text);
+    });
+}
+
+/// A host with branch `a` (labelled, expiring) and `b` (protected, stopped).
+fn populated() -> SimHost {
+    let mut sim = sim_host();
+    run(&mut sim, true, "create a --label pr=7 --ttl 7d");
+    run(
+        &mut sim,
+        true,
+        "create b --profile durable --buffer-pool 256M",
+    );
+    run(&mut sim, true, "protect b --for 2d");
+    run(&mut sim, true, "stop b");
+    sim
+}
+
+#[test]
+fn branch_commands() {
+    let mut sim = populated();
+    both(&mut sim, "list", "list");
+    both(&mut sim, "list-label", "list --label pr=7");
+    both(&mut sim, "status", "status a");
+    both(&mut sim, "create-existing", "create a");
+    both(&mut sim, "start", "start b");
+    both(&mut sim, "reset", "reset a");
+    both(&mut sim, "extend", "extend a --ttl 30d");
+    both(&mut sim, "protect", "protect a");
+    both(&mut sim, "unprotect", "unprotect a");
+    both(&mut sim, "stop", "stop a");
+    both(&mut sim, "delete", "--yes delete a");
+    both(&mut sim, "delete-missing", "--yes delete nope");
+}
+
+#[test]
+fn create_new() {
+    let mut sim = sim_host();
+    let json = run(&mut sim, true, "create fresh --label repo=web");
+    let text = {
+        run(&mut sim, false, "--yes delete fresh");
+        run(&mut sim, false, "create fresh --label repo=web")
+    };
+    settings(&sim).bind(|| {
+        insta::assert_snapshot!("create.json", json);
+        insta::assert_snapshot!("create.txt", text);
+    });
+}
+
+#[test]
+fn env_formats() {
+    let mut sim = populated();
+    let mut all = String::new();
+    for format in ["shell", "dotenv", "json", "url"] {
+        all += &format!("--- env a --format {format}\n");
+        all += &run(&mut sim, false, &format!("env a --format {format}"));
+    }
+    all += "--- --json env a\n";
+    all += &run(&mut sim, true, "env a");
+    settings(&sim).bind(|| insta::assert_snapshot!("env", all));
+}
+
+#[test]
+fn lifecycle_commands() {
+    let mut sim = populated();
+    sim.advance(chrono::Duration::days(8));
+    both(&mut sim, "stop-idle-dry-run", "stop-idle --dry-run");
+    both(&mut sim, "gc-dry-run", "gc --dry-run --older-than 1d");
+    both(&mut sim, "gc", "--yes gc");
+}
+
+#[test]
+fn baseline_commands() {
+    let mut sim = sim_host();
+    both(&mut sim, "baseline-create", "baseline create --empty");
+    run(&mut sim, true, "create a --baseline 1");
+    both(&mut sim, "baseline-list", "baseline list");
+    run(&mut sim, true, "baseline create --empty");
+    both(&mut sim, "baseline-prune", "baseline prune");
+    both(&mut sim, "bake", "bake --from mysql://u@127.0.0.1:1");
+}
+
+#[test]
+fn host_commands() {
+    let mut sim = sim_host();
+    both(&mut sim, "init", "init");
+    both(&mut sim, "doctor", "doctor");
+}
+
+#[test]
+fn migrate_check() {
+    let mut sim = sim_host();
+    both(
+        &mut sim,
+        "migrate-check",
+        "migrate-check --branch mc -- true",
+    );
+    let md = run(
+        &mut sim,
+        false,
+        "migrate-check --branch mc --format markdown -- true",
+    );
+    settings(&sim).bind(|| insta::assert_snapshot!("migrate-check.md", md));
+}
