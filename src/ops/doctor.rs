@@ -38,8 +38,11 @@ pub fn report(host: &Host, config_note: &str) -> DoctorReport {
     } else {
         Check::fail("root", "db-branch must run as root (sudo)")
     });
-    checks.push(match host.server.version() {
-        Ok(v) => Check::ok("server", v),
+    checks.push(match host.server.flavour() {
+        Ok(f) => Check::ok(
+            "server",
+            format!("{f} ({})", host.config.mysqld.binary.display()),
+        ),
         Err(e) => Check::fail("server", format!("{e:#}")),
     });
     let kind = host.services.kind();

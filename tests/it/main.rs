@@ -15,4 +15,5 @@ mod lifecycle;
 mod migrate;
 mod profiles;
 mod reliability;
+mod servers;
 mod zfs;
