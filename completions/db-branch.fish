@@ -199,13 +199,17 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l from -d 'my
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l databases -d 'Only these databases (comma-separated) [default: every user database]' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l mask-sql -d 'SQL run against the baked copy before it is frozen: the place for PII masking' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l jobs -d 'Parallel readers and index builders [default: the number of CPUs]' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l via -d 'How rows come from a mysql:// source: clone (MySQL\'s CLONE INSTANCE), tablespace (its table files, on this host) or logical (parallel row copy) [default: the fastest that applies, said in the summary]' -r -f -a "clone\t'MySQL\'s CLONE INSTANCE: the whole instance at disk speed (same MySQL version, clone plugin on the source)'
+tablespace\t'The source\'s table files, exported and imported (its datadir on this host)'
+logical\t'Rows read in parallel over primary-key ranges, indexes built afterwards'"
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l verify -d 'Compare every table with the source (CHECKSUM TABLE, or row counts) and fail on a difference (mysql:// sources)'
-complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l logical -d 'Copy rows even when the server\'s table files could be imported (mysql:// sources)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l logical -d 'Copy rows even when the server\'s table files could be imported (mysql:// sources); the same as --via logical'
+complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l with-users -d 'Keep the source\'s accounts and their grants in the baseline [default: none are carried; branches have their own]'
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -s q -l quiet -d 'Print only errors and requested data'
-complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -s y -l yes -d 'Do not ask for confirmation before destroying data'

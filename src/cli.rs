@@ -322,7 +322,28 @@ pub struct BakeArgs {
     /// Parallel readers and index builders [default: the number of CPUs]
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
-    /// Copy rows even when the server's table files could be imported (mysql:// sources)
-    #[arg(long)]
+    /// Copy rows even when the server's table files could be imported (mysql:// sources);
+    /// the same as --via logical
+    #[arg(long, conflicts_with = "via")]
     pub logical: bool,
+    /// How rows come from a mysql:// source: clone (MySQL's CLONE INSTANCE), tablespace
+    /// (its table files, on this host) or logical (parallel row copy) [default: the fastest
+    /// that applies, said in the summary]
+    #[arg(long, value_enum, value_name = "PATH")]
+    pub via: Option<crate::bake::Via>,
+    /// Keep the source's accounts and their grants in the baseline [default: none are
+    /// carried; branches have their own]
+    #[arg(long)]
+    pub with_users: bool,
+}
+
+impl BakeArgs {
+    /// `--via`, or `--logical`'s older spelling of it.
+    pub fn via(&self) -> Option<crate::bake::Via> {
+        if self.logical {
+            Some(crate::bake::Via::Logical)
+        } else {
+            self.via
+        }
+    }
 }

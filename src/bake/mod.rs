@@ -4,6 +4,7 @@
 //! and grants come along; masking SQL runs last; the one-off server shuts down with a full
 //! purge. The caller freezes the workspace only if all of that succeeded.
 
+pub mod clone;
 pub mod copy;
 pub mod ddl;
 pub mod dump;
@@ -23,11 +24,33 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+/// How rows get from a live source into the baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    /// MySQL's CLONE INSTANCE: the whole instance at disk speed (same MySQL version, clone
+    /// plugin on the source).
+    Clone,
+    /// The source's table files, exported and imported (its datadir on this host).
+    Tablespace,
+    /// Rows read in parallel over primary-key ranges, indexes built afterwards.
+    Logical,
+}
+
+impl std::fmt::Display for Via {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Via::Clone => "clone",
+            Via::Tablespace => "tablespace",
+            Via::Logical => "logical",
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum BakeSource {
-    /// `mysql://user:pass@host:port`; `logical` forces the row copy even when the
-    /// server's files could be reached.
-    Live { url: String, logical: bool },
+    /// `mysql://user:pass@host:port`; `via` forces a path (None: the fastest that applies).
+    Live { url: String, via: Option<Via> },
     /// `file:PATH`, plain, .gz or .zst.
     Dump(PathBuf),
     /// `datadir:PATH`, already copied into the workspace by the storage.
@@ -35,7 +58,7 @@ pub enum BakeSource {
 }
 
 impl BakeSource {
-    pub fn parse(s: &str, logical: bool) -> Result<BakeSource> {
+    pub fn parse(s: &str, via: Option<Via>) -> Result<BakeSource> {
         if s.starts_with("mysql://") {
             mysql::Opts::from_url(s).map_err(|e| {
                 usage(format!(
@@ -45,11 +68,13 @@ impl BakeSource {
             })?;
             return Ok(BakeSource::Live {
                 url: s.to_string(),
-                logical,
+                via,
             });
         }
-        if logical {
-            return Err(usage("--logical applies to mysql:// sources only"));
+        if let Some(via) = via {
+            return Err(usage(format!(
+                "--via {via} (or --logical) applies to mysql:// sources only"
+            )));
         }
         if let Some(p) = s.strip_prefix("file:") {
             let path = PathBuf::from(p);
@@ -97,6 +122,8 @@ pub struct BakeRequest<'a> {
     pub work: &'a Path,
     /// Set on SIGINT/SIGTERM: the bake stops at the next table or chunk.
     pub cancel: &'a AtomicBool,
+    /// Keep the source's accounts (users and their grants) in the baseline.
+    pub with_users: bool,
 }
 
 /// Fills a workspace with a baked datadir. Real: a one-off server of the configured
@@ -122,8 +149,11 @@ pub struct PhaseTime {
 
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct BakeSummary {
-    /// tablespace | logical | dump | datadir
+    /// clone | tablespace | logical | dump | datadir
     pub path: String,
+    /// Why a faster path did not apply (a live source without `--via`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_reason: Option<String>,
     pub databases: Vec<String>,
     pub tables: usize,
     pub rows: u64,
@@ -200,8 +230,30 @@ pub fn connect_source(url: &str) -> Result<mysql::Conn> {
             redact(url),
             m.message
         )),
-        _ => anyhow!(
-            "cannot reach the source {}: {e}; check host and port, and that the server runs",
+        // MySQL answers an unknown user with a switch to a plugin nobody can satisfy.
+        mysql::Error::DriverError(mysql::DriverError::UnknownAuthPlugin(plugin)) => usage(format!(
+            "the source {} asked for the {plugin} authentication, which MySQL also asks of \
+             a user it does not know; check the user and password (db-branch speaks \
+             caching_sha2_password and mysql_native_password)",
+            redact(url)
+        )),
+        mysql::Error::MySqlError(m) => anyhow!(
+            "the source {} said: {} (error {})",
+            redact(url),
+            m.message,
+            m.code
+        ),
+        mysql::Error::DriverError(d) => anyhow!(
+            "cannot reach the source {}: {d}; check host and port, and that a MySQL or \
+             MariaDB server runs there",
+            redact(url)
+        ),
+        mysql::Error::IoError(io) => anyhow!(
+            "cannot reach the source {}: {io}; check host and port, and that the server runs",
+            redact(url)
+        ),
+        other => anyhow!(
+            "cannot reach the source {}: {other}; check host and port, and that the server runs",
             redact(url)
         ),
     })
@@ -227,78 +279,208 @@ pub fn session(conn: &mut mysql::Conn, settings: &[&str]) -> Result<()> {
 
 pub use crate::server::conn::quote;
 
+/// Where a baked datadir came from: made here by the initialiser, or made elsewhere (a
+/// clone, a copied datadir) with accounts db-branch does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    Fresh,
+    Foreign,
+}
+
+/// The path a live source takes, and why a faster one did not apply.
+fn choose_path(
+    source: &mut mysql::Conn,
+    flavour: &crate::server::flavour::Flavour,
+    via: Option<Via>,
+    listing: &Result<copy::TableList>,
+) -> Result<(Via, Option<String>)> {
+    let clone_block = clone::unusable(source, flavour)?;
+    // The listing's own error, kind and hints kept (a MyISAM table is a usage error).
+    let tables = || {
+        listing.as_ref().map_err(|e| {
+            let (kind, hints) = crate::error::classify(e);
+            anyhow::Error::from(crate::error::Error {
+                kind,
+                message: format!("{e:#}"),
+                hints,
+            })
+        })
+    };
+    match via {
+        Some(Via::Clone) => match clone_block {
+            None => Ok((Via::Clone, None)),
+            Some(why) => Err(usage(format!("--via clone cannot be used: {why}"))),
+        },
+        Some(Via::Tablespace) => match tablespace::reachable(source, tables()?) {
+            Ok(_) => Ok((Via::Tablespace, None)),
+            Err(why) => Err(usage(format!("--via tablespace cannot be used: {why}"))),
+        },
+        Some(Via::Logical) => Ok((Via::Logical, Some("--via logical".into()))),
+        None => {
+            let tablespace_block = match listing {
+                Ok(list) => tablespace::reachable(source, list).err(),
+                Err(e) => Some(format!("{e:#}")),
+            };
+            match (tablespace_block, clone_block) {
+                (None, _) => Ok((Via::Tablespace, None)),
+                (Some(t), None) => Ok((Via::Clone, Some(format!("not by tablespace: {t}")))),
+                (Some(t), Some(c)) => {
+                    // The logical path needs the table list: its refusal is the answer.
+                    tables()?;
+                    Ok((
+                        Via::Logical,
+                        Some(format!("not by tablespace: {t}; not by clone: {c}")),
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// Drops the accounts a datadir made elsewhere brought along (all but the server's own).
+fn drop_foreign_accounts(target: &OneOff) -> Result<usize> {
+    let mut conn = target.conn()?;
+    let users: Vec<(String, String)> = conn.query("SELECT User, Host FROM mysql.user")?;
+    let mut dropped = 0;
+    for (user, host) in users {
+        if crate::server::flavour::Flavour::is_system_account(&user) {
+            continue;
+        }
+        conn.query_drop(format!(
+            "DROP USER {}@{}",
+            crate::server::conn::sql_string(&user),
+            crate::server::conn::sql_string(&host)
+        ))?;
+        dropped += 1;
+    }
+    Ok(dropped)
+}
+
 pub fn bake(
     server: &RealServer,
     req: &BakeRequest,
     progress: &PhaseProgress,
 ) -> Result<BakeSummary> {
     let binary = &server.binary;
-    let flavour = match &req.source {
-        BakeSource::Datadir(_) => server.check_can_serve(
-            "the source datadir",
-            crate::server::flavour::Flavour::of_datadir(req.datadir),
-        )?,
-        _ => binary.flavour()?,
-    };
+    let flavour = binary.flavour()?;
     let _ = std::fs::remove_dir_all(req.work);
     crate::server::Server::prepare_runtime_dir(server, req.work)?;
     let mut phases = Phases::new(progress);
     let mut summary = BakeSummary::default();
-    if !matches!(req.source, BakeSource::Datadir(_)) {
-        phases.start("initialise", 0);
-        let cache = req.work.parent().unwrap_or(req.work);
-        binary.initialize_cached(req.datadir, &req.work.join("tmp"), cache)?;
+
+    // A live source: which path, before anything is made.
+    let mut live = None;
+    if let BakeSource::Live { url, via } = &req.source {
+        let mut source = connect_source(url)?;
+        let listing = copy::list_tables(&mut source, &req.databases);
+        let (path, reason) = choose_path(&mut source, &flavour, *via, &listing)?;
+        if let Some(r) = &reason {
+            progress.note(&format!("baking by the {path} path ({r})"));
+        }
+        summary.path = path.to_string();
+        summary.path_reason = reason;
+        live = Some((url.clone(), source, path, listing));
     }
+
+    let origin = match (&req.source, &live) {
+        (BakeSource::Datadir(_), _) => {
+            server.check_can_serve(
+                "the source datadir",
+                crate::server::flavour::Flavour::of_datadir(req.datadir),
+            )?;
+            summary.path = "datadir".into();
+            Origin::Foreign
+        }
+        (_, Some((url, _, Via::Clone, _))) => {
+            phases.start("clone instance", 0);
+            clone::clone_into(binary, flavour, url, req.datadir, req.work, progress)?;
+            Origin::Foreign
+        }
+        _ => {
+            phases.start("initialise", 0);
+            let cache = req.work.parent().unwrap_or(req.work);
+            binary.initialize_cached(req.datadir, &req.work.join("tmp"), cache)?;
+            Origin::Fresh
+        }
+    };
     binary.give_to_server_user(req.datadir)?;
     check_cancel(req.cancel)?;
     phases.start("start server", 0);
-    let target = OneOff::start(binary, flavour, req.datadir, req.work, ByteSize::mib(512))?;
-    if !matches!(req.source, BakeSource::Datadir(_)) {
-        target.run_statements(&flavour.admin_login_sql())?;
-        target.run_statements(&server.client_account_sql(&flavour))?;
-    }
-    match &req.source {
-        BakeSource::Datadir(_) => summary.path = "datadir".into(),
-        BakeSource::Dump(path) => {
+    let target = match origin {
+        Origin::Fresh => {
+            let t = OneOff::start(binary, flavour, req.datadir, req.work, ByteSize::mib(512))?;
+            t.run_statements(&flavour.admin_login_sql())?;
+            t
+        }
+        Origin::Foreign => {
+            // Its accounts are the source's: db-branch takes over root@localhost first.
+            let t = OneOff::start_with(
+                binary,
+                flavour,
+                req.datadir,
+                req.work,
+                ByteSize::mib(512),
+                &["skip-grant-tables"],
+            )?;
+            t.run_statements(&flavour.take_over_admin_sql())
+                .context("giving db-branch its login in the source's datadir")?;
+            if !req.with_users {
+                let n = drop_foreign_accounts(&t)?;
+                if n > 0 {
+                    progress.note(&format!(
+                        "dropped the source's {n} account(s); --with-users keeps them"
+                    ));
+                }
+            }
+            t
+        }
+    };
+    target.run_statements(&server.client_account_sql(&flavour))?;
+    match (&req.source, live) {
+        (BakeSource::Datadir(_), _) => {}
+        (BakeSource::Dump(path), _) => {
             dump::load(&target, path, req, &mut phases, &mut summary)?;
         }
-        BakeSource::Live { url, logical } => {
-            let mut source = connect_source(url)?;
-            let tables = copy::list_tables(&mut source, &req.databases)?;
-            summary.databases = tables.databases.clone();
-            summary.tables = tables.tables.len();
-            let reach = if *logical {
-                Err("--logical was given".to_string())
+        (BakeSource::Live { .. }, Some((url, mut source, path, listing))) => {
+            if path == Via::Clone {
+                if !req.databases.is_empty() {
+                    clone::keep_only(&target, &req.databases)?;
+                }
+                summary.databases = req.databases.clone();
             } else {
-                tablespace::reachable(&mut source, &tables)
-            };
-            match reach {
-                Ok(source_datadir) => {
-                    summary.path = "tablespace".into();
+                let tables = listing?;
+                summary.databases = tables.databases.clone();
+                summary.tables = tables.tables.len();
+                if path == Via::Tablespace {
+                    let source_datadir = tablespace::reachable(&mut source, &tables)
+                        .map_err(|why| anyhow!("the tablespace path no longer applies: {why}"))?;
                     tablespace::import(
                         &target,
-                        url,
+                        &url,
                         &source_datadir,
                         &tables,
                         req,
                         &mut phases,
                         &mut summary,
                     )?;
+                } else {
+                    copy::copy(&target, &url, &tables, req, &mut phases, &mut summary)?;
                 }
-                Err(why) => {
-                    progress.note(&format!("copying rows (logical path): {why}"));
-                    summary.path = "logical".into();
-                    copy::copy(&target, url, &tables, req, &mut phases, &mut summary)?;
+                phases.start("views, routines, triggers, events", 0);
+                objects::copy_objects(
+                    &mut source,
+                    &mut target.conn()?,
+                    &tables.databases,
+                    req.with_users,
+                )?;
+                if req.verify {
+                    phases.start("verify", 0);
+                    summary.verified_tables =
+                        Some(copy::verify(&mut source, &mut target.conn()?, &tables)?);
                 }
-            }
-            phases.start("views, routines, triggers, events, users", 0);
-            objects::copy_objects(&mut source, &mut target.conn()?, &tables.databases)?;
-            if req.verify {
-                phases.start("verify", 0);
-                summary.verified_tables =
-                    Some(copy::verify(&mut source, &mut target.conn()?, &tables)?);
             }
         }
+        (BakeSource::Live { .. }, None) => unreachable!("a live source was looked at above"),
     }
     check_cancel(req.cancel)?;
     if let Some(mask) = &req.mask_sql {
@@ -309,7 +491,8 @@ pub fn bake(
         summary.masked = true;
     }
     phases.start("clean shutdown (full purge)", 0);
-    target.shutdown_clean(false)?;
+    // A clone's first start applies the redo it carried: that recovery is expected.
+    target.shutdown_clean(summary.path == "clone")?;
     summary.phases = phases.finish();
     summary.server = Some(flavour);
     let _ = std::fs::remove_dir_all(req.work);
@@ -340,14 +523,14 @@ mod tests {
     #[test]
     fn sources_parse_with_clear_errors() {
         assert_eq!(
-            BakeSource::parse("mysql://u:p@127.0.0.1:3306", false).unwrap(),
+            BakeSource::parse("mysql://u:p@127.0.0.1:3306", None).unwrap(),
             BakeSource::Live {
                 url: "mysql://u:p@127.0.0.1:3306".into(),
-                logical: false
+                via: None
             }
         );
         assert_eq!(
-            BakeSource::parse("datadir:/var/lib/mysql", false).unwrap(),
+            BakeSource::parse("datadir:/var/lib/mysql", None).unwrap(),
             BakeSource::Datadir("/var/lib/mysql".into())
         );
         for bad in [
@@ -356,9 +539,9 @@ mod tests {
             "file:/nonexistent.sql",
             "",
         ] {
-            assert!(BakeSource::parse(bad, false).is_err(), "{bad}");
+            assert!(BakeSource::parse(bad, None).is_err(), "{bad}");
         }
-        assert!(BakeSource::parse("datadir:/x", true).is_err());
+        assert!(BakeSource::parse("datadir:/x", Some(Via::Logical)).is_err());
     }
 
     #[test]

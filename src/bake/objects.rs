@@ -1,6 +1,6 @@
 //! What comes along besides tables: users and grants, views, routines, triggers, events.
 //! Created after the data (triggers must not fire on copied rows), users first (they are the
-//! definers of the rest).
+//! definers of the rest) when `--with-users` asks for them.
 
 use super::quote;
 use anyhow::{Context, Result};
@@ -20,9 +20,12 @@ pub fn copy_objects(
     source: &mut mysql::Conn,
     target: &mut mysql::Conn,
     dbs: &[String],
+    with_users: bool,
 ) -> Result<()> {
     target.query_drop("SET foreign_key_checks = 0")?;
-    copy_users(source, target)?;
+    if with_users {
+        copy_users(source, target)?;
+    }
     for db in dbs {
         target.query_drop(format!("USE {}", quote(db)))?;
         copy_views(source, target, db)?;

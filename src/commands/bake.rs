@@ -9,11 +9,12 @@ use std::time::Instant;
 pub fn run(host: &Host, args: &BakeArgs) -> Result<()> {
     let started = Instant::now();
     let opts = BakeOptions {
-        source: BakeSource::parse(&args.from, args.logical)?,
+        source: BakeSource::parse(&args.from, args.via())?,
         databases: args.databases.clone(),
         mask_sql: args.mask_sql.clone(),
         verify: args.verify,
         jobs: args.jobs,
+        with_users: args.with_users,
     };
     let baked = bake(host, &opts)?;
     host.printer.emit(&BakeReport {

@@ -21,6 +21,8 @@ pub struct BakeOptions {
     pub verify: bool,
     /// None: the number of CPUs.
     pub jobs: Option<usize>,
+    /// Keep the source's accounts.
+    pub with_users: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -90,6 +92,7 @@ pub fn bake(host: &Host, opts: &BakeOptions) -> Result<Baked> {
             datadir: workspace,
             work,
             cancel: &cancel,
+            with_users: opts.with_users,
         };
         let summary = host.baker.bake(&req, &progress);
         progress.finish();
@@ -115,11 +118,12 @@ mod tests {
 
     fn opts(from: &str) -> BakeOptions {
         BakeOptions {
-            source: BakeSource::parse(from, false).unwrap(),
+            source: BakeSource::parse(from, None).unwrap(),
             databases: vec![],
             mask_sql: None,
             verify: false,
             jobs: None,
+            with_users: false,
         }
     }
 

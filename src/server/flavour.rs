@@ -189,6 +189,10 @@ impl Flavour {
                 "performance-schema=OFF",
                 // Notes too: "Starting crash recovery" is one, and db-branch checks for it.
                 "log-error-verbosity=3",
+                // db-branch's own login (root@localhost by socket, OS root only). Loaded
+                // here, not INSTALLed into the datadir: also under skip-grant-tables, and in
+                // datadirs made elsewhere.
+                "plugin-load-add=auth_socket.so",
                 // MySQL rewrites its spare redo files at every start: with the default 100M
                 // that is ~97 MB of a branch's own disk from its first second. 32M measured
                 // 15% slower on a write-heavy load than 100M (8M: 67% slower).
@@ -257,11 +261,35 @@ impl Flavour {
         match self.family {
             // mariadb-install-db --auth-root-authentication-method=socket did it.
             Family::Mariadb => Vec::new(),
-            Family::Mysql => vec![
-                "INSTALL PLUGIN auth_socket SONAME 'auth_socket.so'".into(),
-                "ALTER USER root@localhost IDENTIFIED WITH auth_socket".into(),
-            ],
+            Family::Mysql => vec!["ALTER USER root@localhost IDENTIFIED WITH auth_socket".into()],
         }
+    }
+
+    /// Statements, run in a server started with `skip-grant-tables` on a datadir made
+    /// elsewhere (a clone, a copied datadir), that make sure db-branch's own login works
+    /// whatever the source's `root@localhost` was.
+    pub fn take_over_admin_sql(&self) -> Vec<String> {
+        let auth = match self.family {
+            Family::Mariadb => "IDENTIFIED VIA unix_socket",
+            Family::Mysql => "IDENTIFIED WITH auth_socket",
+        };
+        let mut sql = vec!["FLUSH PRIVILEGES".to_string()];
+        if self.family == Family::Mysql {
+            // The option file loads it; an INSTALLed copy would be loaded twice.
+            sql.push("DELETE FROM mysql.plugin WHERE name = 'auth_socket'".into());
+        }
+        sql.push(format!("CREATE USER IF NOT EXISTS root@localhost {auth}"));
+        sql.push(format!("ALTER USER root@localhost {auth}"));
+        sql.push("GRANT ALL PRIVILEGES ON *.* TO root@localhost WITH GRANT OPTION".into());
+        sql
+    }
+
+    /// Accounts the server makes for itself (kept when a bake drops the source's).
+    pub fn is_system_account(user: &str) -> bool {
+        matches!(
+            user,
+            "root" | "mariadb.sys" | "mysql.sys" | "mysql.session" | "mysql.infoschema" | ""
+        ) || user.starts_with("mysql.")
     }
 
     /// Statements that create the client account `user` with `password` on loopback (the

@@ -34,6 +34,19 @@ impl<'a> OneOff<'a> {
         work: &Path,
         buffer_pool: ByteSize,
     ) -> Result<Self> {
+        Self::start_with(binary, flavour, datadir, work, buffer_pool, &[])
+    }
+
+    /// `start` with extra option-file lines (`skip-grant-tables` for a datadir whose
+    /// accounts db-branch does not know yet).
+    pub fn start_with(
+        binary: &'a ServerBinary,
+        flavour: Flavour,
+        datadir: &Path,
+        work: &Path,
+        buffer_pool: ByteSize,
+        extra: &[&str],
+    ) -> Result<Self> {
         let spec = ServerSpec {
             flavour,
             datadir: datadir.to_path_buf(),
@@ -49,11 +62,15 @@ impl<'a> OneOff<'a> {
             // Only the final shutdown must be durable, and InnoDB flushes everything at a
             // clean shutdown whatever the profile.
             profile: crate::config::Profile::Test,
-            branch_options: vec![
+            branch_options: [
                 // Bulk loads: many rows per statement, big sort buffers for index builds.
-                "max-allowed-packet=256M".into(),
-                "innodb-sort-buffer-size=64M".into(),
-            ],
+                "max-allowed-packet=256M",
+                "innodb-sort-buffer-size=64M",
+            ]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect(),
         };
         let option_file = work.join("my.cnf");
         fs::write(&option_file, render(&spec))?;
@@ -173,6 +190,15 @@ impl<'a> OneOff<'a> {
             .with_context(|| format!("running SQL file {}", file.display()));
         }
         Ok(())
+    }
+
+    /// A plain shutdown (a scratch server whose datadir is thrown away).
+    pub fn stop(self) -> Result<()> {
+        let mut conn = self.conn()?;
+        conn.query_drop("SHUTDOWN")?;
+        drop(conn);
+        let mut child = self.child.lock().unwrap().take().expect("running");
+        wait_exit(&mut child, Duration::from_secs(600))
     }
 
     /// A full purge and a clean shutdown, then proof from the log that the datadir needed

@@ -48,20 +48,35 @@ fn a_generation_is_only_started_by_the_server_family_and_series_that_made_it() {
     env.run_ok(&["stop", "maria"]);
     use_binary(&env, mysql);
     let err = env.run_err(&["start", "maria"], 2);
-    assert!(err.contains("MariaDB 10.11") && err.contains("MySQL 9.7"), "{err}");
+    assert!(
+        err.contains("MariaDB 10.11") && err.contains("MySQL 9.7"),
+        "{err}"
+    );
     let err = env.run_err(&["create", "b", "--baseline", "2"], 2);
     assert!(err.contains("baseline gen-000002"), "{err}");
     let gen2 = env.pool().join("baselines/gen-000002");
     let err = env.run_err(
-        &["baseline", "create", "--from-datadir", gen2.to_str().unwrap()],
+        &[
+            "baseline",
+            "create",
+            "--from-datadir",
+            gen2.to_str().unwrap(),
+        ],
         2,
     );
     assert!(err.contains("the datadir was made by MariaDB"), "{err}");
     assert_eq!(env.json(&["baseline", "list"]).as_array().unwrap().len(), 2);
     let doctor = env.json(&["doctor"]);
-    assert_eq!(doctor["findings"], serde_json::json!([]), "no workspace left");
+    assert_eq!(
+        doctor["findings"],
+        serde_json::json!([]),
+        "no workspace left"
+    );
     // MySQL's own generation still works.
-    assert_eq!(env.json(&["create", "c", "--baseline", "1"])["state"], "running");
+    assert_eq!(
+        env.json(&["create", "c", "--baseline", "1"])["state"],
+        "running"
+    );
 
     // A binary that is no server at all.
     use_binary(&env, "/bin/true");
