@@ -2,7 +2,7 @@
 //! with all its indexes, its tablespace discarded, and the source's `.ibd` and `.cfg` files
 //! (exported in small batches under `FLUSH TABLES … FOR EXPORT`, reflinked when on the same
 //! filesystem) imported in its place. About 6× faster than stripping indexes and rebuilding
-//! them, and ~20× faster than a logical copy (shared/notes/measured.md).
+//! them, and ~20× faster than a logical copy (measured: docs/bake.md).
 
 use super::copy::{create_databases, show_create_table, Table, TableList};
 use super::{
