@@ -127,14 +127,48 @@ pub struct MysqldConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MemoryConfig {
-    /// Memory kept free for the host on top of a new branch's buffer pool.
+    /// Memory kept free for the host on top of what the branches may use.
     pub headroom: ByteSize,
     /// With a RAM-backed pool: how much a branch may write into the pool (RAM) before it
     /// is reset, counted by the memory guard on top of its buffer pool.
     pub ram_pool_growth: ByteSize,
-    /// How far beyond its buffer pool a branch server may grow: systemd throttles it at
-    /// three quarters of this (MemoryHigh) and kills it alone at all of it (MemoryMax).
-    pub branch_allowance: ByteSize,
+    /// How far beyond its buffer pool a branch server may grow — with the buffer pool, its
+    /// warm ceiling, which the guard counts and the server's cgroup enforces (throttled at
+    /// three quarters of this, killed alone at all of it). "auto": measured per server
+    /// family and profile (docs/memory.md).
+    pub branch_allowance: Allowance,
+    /// How much of what running branches still owe (ceiling minus resident memory) the
+    /// guard counts as taken: 1.0 (default) never overcommits; 0.5 admits more on purpose.
+    pub owed_fraction: f64,
+}
+
+/// `memory.branch_allowance`: a size, or "auto" for the measured figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Allowance {
+    #[default]
+    Auto,
+    Size(ByteSize),
+}
+
+impl Serialize for Allowance {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            Allowance::Auto => s.serialize_str("auto"),
+            Allowance::Size(b) => b.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Allowance {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.trim() == "auto" {
+            return Ok(Allowance::Auto);
+        }
+        s.parse()
+            .map(Allowance::Size)
+            .map_err(|e: String| serde::de::Error::custom(format!("{e}, or \"auto\"")))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -208,7 +242,8 @@ impl Default for MemoryConfig {
         MemoryConfig {
             headroom: ByteSize::mib(300),
             ram_pool_growth: ByteSize::mib(256),
-            branch_allowance: ByteSize::mib(512),
+            branch_allowance: Allowance::Auto,
+            owed_fraction: 1.0,
         }
     }
 }
@@ -316,6 +351,13 @@ impl Config {
             )));
         }
         check_buffer_pool(self.mysqld.buffer_pool).map_err(usage)?;
+        if !(0.0..=1.0).contains(&self.memory.owed_fraction) {
+            return Err(usage(format!(
+                "memory.owed_fraction = {} must be between 0.0 and 1.0 (1.0 counts all that \
+                 running branches may still take)",
+                self.memory.owed_fraction
+            )));
+        }
         for arg in &self.mysqld.extra_args {
             validate_extra_arg(arg)?;
         }
@@ -475,6 +517,8 @@ unit_dir = "/etc/systemd/system"
             ("root = \"relative\"", "absolute"),
             ("root = \"/home/a/.db-branch\"", "hidden directory"),
             ("[mysqld]\nbuffer_pool = \"1K\"", "too small"),
+            ("[memory]\nowed_fraction = 1.5", "between 0.0 and 1.0"),
+            ("[memory]\nbranch_allowance = \"lots\"", "auto"),
             (
                 "service_manager = \"systemd\"\nroot = \"/var/tmp/dbb\"",
                 "PrivateTmp",

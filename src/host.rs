@@ -95,7 +95,7 @@ impl Host {
         } else {
             Arc::new(ProcessSupervisor::new(
                 Duration::from_secs(600),
-                layout.branches_dir(),
+                &config.root,
             ))
         };
         let server = Arc::new(RealServer::new(

@@ -1,23 +1,96 @@
-//! Memory admission for starting a branch's server, and the reservation that makes the
-//! memory it was promised visible to other invocations until it is up.
+//! Memory admission for starting a branch's server: its warm ceiling must fit in what is
+//! free once every running branch has grown to its own, and the headroom. Then a
+//! reservation makes the memory it was promised visible to other invocations until it is
+//! up (from then on its own ceiling counts).
 
-use super::launch::{instrumentation, is_up};
-use crate::branch::BranchRecord;
+use super::launch::{instrumentation, launch, server_rss};
+use crate::branch::{BranchName, BranchRecord};
+use crate::config::Allowance;
 use crate::host::Host;
-use crate::memory::Admission;
+use crate::memory::{measured_allowance, Admission, Commitment};
+use crate::server::flavour::Family;
 use crate::store::{records, reservations};
 use anyhow::Result;
 
-fn running_branches(host: &Host) -> usize {
+/// The most a branch's server may use once warm, and of what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ceiling {
+    pub buffer_pool: u64,
+    pub allowance: u64,
+    /// migrate-check's instrumentation, a RAM pool's growth.
+    pub extra: u64,
+}
+
+impl Ceiling {
+    pub fn total(&self) -> u64 {
+        self.buffer_pool + self.allowance + self.extra
+    }
+}
+
+/// The family whose allowance applies: the branch's server, else the configured binary's.
+fn family(host: &Host, record: &BranchRecord) -> Family {
+    record
+        .server
+        .map(|f| f.family)
+        .or_else(|| host.server.flavour().ok().map(|f| f.family))
+        .unwrap_or(Family::Mariadb)
+}
+
+pub fn ceiling(host: &Host, record: &BranchRecord) -> Ceiling {
+    let allowance = match host.config.memory.branch_allowance {
+        Allowance::Size(s) => s.bytes(),
+        Allowance::Auto => measured_allowance(family(host, record), record.profile),
+    };
+    let pool_growth = if host.storage.ram_backed() {
+        host.config.memory.ram_pool_growth.bytes()
+    } else {
+        0
+    };
+    Ceiling {
+        buffer_pool: record.buffer_pool.bytes(),
+        allowance,
+        extra: instrumentation(host, record) + pool_growth,
+    }
+}
+
+/// Every running branch but `except`, with its ceiling and what it holds now.
+pub fn commitments(host: &Host, except: Option<&BranchName>) -> Vec<Commitment> {
     records::list(&host.layout)
         .unwrap_or_default()
         .iter()
-        .filter(|r| is_up(host, &r.name))
-        .count()
+        .filter(|r| Some(&r.name) != except)
+        .filter(|r| {
+            host.services
+                .state(&launch(host, &r.name))
+                .is_ok_and(|s| s.is_up())
+        })
+        .map(|r| Commitment {
+            branch: r.name.to_string(),
+            ceiling_bytes: ceiling(host, r).total(),
+            rss_bytes: server_rss(host, &r.name).unwrap_or(0),
+        })
+        .collect()
 }
 
-/// Admits `record`'s server (taking the host lock). `freed` is memory this operation
-/// releases before the start (a reset kills the old server first).
+/// The figures for starting `record`'s server now. `freed` is memory this operation
+/// releases first (a reset kills the old server).
+pub fn assess(host: &Host, record: &BranchRecord, freed: u64) -> Result<Admission> {
+    let c = ceiling(host, record);
+    Ok(Admission {
+        branch: record.name.to_string(),
+        ceiling_bytes: c.total(),
+        buffer_pool_bytes: c.buffer_pool,
+        allowance_bytes: c.allowance,
+        available_bytes: host.memory.available()?.saturating_add(freed),
+        cgroup_room_bytes: host.memory.cgroup_room(),
+        running: commitments(host, Some(&record.name)),
+        owed_fraction: host.config.memory.owed_fraction,
+        starting_bytes: reservations::reserved_by_others(&host.layout, &record.name),
+        headroom_bytes: host.config.memory.headroom.bytes(),
+    })
+}
+
+/// Admits `record`'s server (taking the host lock).
 pub fn admit(host: &Host, record: &BranchRecord, freed: u64) -> Result<reservations::Reservation> {
     let _host = host.host_lock()?;
     admit_locked(host, record, freed)
@@ -29,25 +102,7 @@ pub fn admit_locked(
     record: &BranchRecord,
     freed: u64,
 ) -> Result<reservations::Reservation> {
-    let pool_growth = if host.storage.ram_backed() {
-        host.config.memory.ram_pool_growth.bytes()
-    } else {
-        0
-    };
-    let extra = instrumentation(host, record);
-    let admission = Admission {
-        branch: record.name.to_string(),
-        buffer_pool: record.buffer_pool.bytes() + extra,
-        headroom: host.config.memory.headroom.bytes(),
-        pool_growth,
-        starting: reservations::reserved_by_others(&host.layout, &record.name),
-        available: host.memory.available()?.saturating_add(freed),
-        running_branches: running_branches(host),
-    };
+    let admission = assess(host, record, freed)?;
     admission.check()?;
-    reservations::reserve(
-        &host.layout,
-        &record.name,
-        record.buffer_pool.bytes() + extra + pool_growth,
-    )
+    reservations::reserve(&host.layout, &record.name, admission.ceiling_bytes)
 }

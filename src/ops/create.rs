@@ -335,9 +335,7 @@ mod tests {
     #[test]
     fn memory_refusal_leaves_nothing() {
         let sim = sim_host();
-        sim.memory
-            .0
-            .store(100 << 20, std::sync::atomic::Ordering::SeqCst);
+        sim.memory.set_available(100 << 20);
         let e = create(&sim.host, &args("a")).unwrap_err();
         assert_eq!(exit_code(&e), EXIT_REFUSED);
         assert!(records::list(&sim.host.layout).unwrap().is_empty());

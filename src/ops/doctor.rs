@@ -12,18 +12,17 @@ use anyhow::Result;
 use serde::Serialize;
 use std::collections::BTreeSet;
 
-/// Memory a running branch costs beyond its buffer pool once warm (measured: 145 MB RSS
-/// with a full 128 MB pool; 55 MB idle).
-pub const SERVER_OVERHEAD: u64 = 32 << 20;
-
 #[derive(Debug, Clone, Serialize)]
 pub struct DoctorReport {
     pub checks: Vec<Check>,
     pub available_memory_bytes: u64,
-    /// Warm memory per branch at the default buffer pool: buffer pool + server overhead.
+    /// Warm ceiling of a new branch with the defaults: buffer pool + allowance.
     pub per_branch_bytes: u64,
     /// How many more default-sized branches the memory guard would admit, one after another.
     pub branches_that_fit: u64,
+    /// The guard's figures for a new default branch: free memory, what running branches
+    /// still owe, reservations, headroom (None when memory could not be read).
+    pub memory: Option<crate::memory::Admission>,
     pub free_ports: usize,
     /// What crashes left behind (empty when the scan could not run, see checks).
     pub findings: Vec<Finding>,
@@ -62,23 +61,52 @@ pub fn report(host: &Host, config_note: &str) -> DoctorReport {
         ),
     });
     checks.extend(host.storage.readiness());
+    checks.extend(host.services.readiness());
 
-    let available = host.memory.available().unwrap_or(0);
-    let headroom = c.memory.headroom.bytes();
-    let per_branch = c.mysqld.buffer_pool.bytes() + SERVER_OVERHEAD;
-    let fit = available.saturating_sub(headroom) / per_branch;
-    checks.push(Check::new(
-        "memory",
-        if fit == 0 { Level::Fail } else { Level::Ok },
-        format!(
-            "{} available; a branch needs {} warm ({} buffer pool + {} server) and {} headroom stays free: {fit} more fit",
-            ByteSize(available),
-            ByteSize(per_branch),
-            c.mysqld.buffer_pool,
-            ByteSize(SERVER_OVERHEAD),
-            c.memory.headroom
-        ),
-    ));
+    // A new branch with the defaults, as the guard would see it now.
+    let mut probe = crate::branch::BranchRecord::new(
+        "new-branch".parse().expect("a valid name"),
+        crate::branch::Generation(1),
+        c.mysqld.buffer_pool,
+        host.clock.now(),
+    );
+    probe.profile = c.mysqld.profile;
+    probe.server = host.server.flavour().ok();
+    let memory = super::admission::assess(host, &probe, 0);
+    checks.push(match &memory {
+        Ok(m) => {
+            let mib = crate::memory::mib;
+            Check::new(
+                "memory",
+                if m.more_that_fit() == 0 {
+                    Level::Fail
+                } else {
+                    Level::Ok
+                },
+                format!(
+                    "{} free{}; {} running branch(es) may still take {}; {} headroom; a new \
+                     branch may use {} once warm ({} buffer pool + {} allowance): {} more fit",
+                    mib(m.free()),
+                    match m.cgroup_room_bytes {
+                        Some(room) if room < m.available_bytes => " (its cgroup's memory limit)",
+                        _ => "",
+                    },
+                    m.running.len(),
+                    mib(m.owed()),
+                    mib(m.headroom_bytes),
+                    mib(m.ceiling_bytes),
+                    ByteSize(m.buffer_pool_bytes),
+                    ByteSize(m.allowance_bytes),
+                    m.more_that_fit(),
+                ),
+            )
+        }
+        Err(e) => Check::fail("memory", format!("{e:#}")),
+    });
+    let memory = memory.ok();
+    let available = memory.as_ref().map_or(0, |m| m.available_bytes);
+    let per_branch = memory.as_ref().map_or(0, |m| m.ceiling_bytes);
+    let fit = memory.as_ref().map_or(0, |m| m.more_that_fit());
 
     let records = records::list(&host.layout).unwrap_or_default();
     let held: BTreeSet<u16> = records.iter().map(|r| r.port).collect();
@@ -113,6 +141,7 @@ pub fn report(host: &Host, config_note: &str) -> DoctorReport {
         available_memory_bytes: available,
         per_branch_bytes: per_branch,
         branches_that_fit: fit,
+        memory,
         free_ports,
         findings: Vec::new(),
     }
@@ -327,17 +356,27 @@ mod tests {
     #[test]
     fn counts_branches_that_fit() {
         let sim = sim_host();
-        // 8 GiB available, 300 MiB headroom, 160 MiB per branch.
+        // 8 GiB available, 300 MiB headroom, 176 MiB per MariaDB branch (128 + 48).
         let r = report(&sim.host, "defaults");
-        assert_eq!(r.per_branch_bytes, 160 << 20);
+        assert_eq!(r.per_branch_bytes, 176 << 20);
         assert_eq!(
             r.branches_that_fit,
-            ((8u64 << 30) - (300 << 20)) / (160 << 20)
+            ((8u64 << 30) - (300 << 20)) / (176 << 20)
         );
-        assert_eq!(r.free_ports, 600);
-        sim.memory
-            .0
-            .store(100 << 20, std::sync::atomic::Ordering::SeqCst);
+        // A running branch that may still grow owes memory: one fewer fits.
+        crate::ops::create::create(
+            &sim.host,
+            &crate::ops::create::CreateOptions::named(crate::ops::testing::name("a")),
+        )
+        .unwrap();
+        let r = report(&sim.host, "defaults");
+        assert_eq!(r.memory.unwrap().owed(), (176 - 50) << 20);
+        assert_eq!(
+            r.branches_that_fit,
+            ((8u64 << 30) - (300 << 20) - (126 << 20)) / (176 << 20)
+        );
+        assert_eq!(r.free_ports, 599, "the branch holds one port");
+        sim.memory.set_available(100 << 20);
         let r = report(&sim.host, "defaults");
         assert_eq!(r.branches_that_fit, 0);
         assert!(r

@@ -34,13 +34,13 @@ pub fn instrumentation(host: &Host, record: &BranchRecord) -> u64 {
     }
 }
 
-/// `launch` with the memory ceilings the record and the config give it.
+/// `launch` with the memory ceilings the guard counted: killed alone at its ceiling,
+/// throttled a quarter of the allowance below it.
 pub fn launch_for(host: &Host, record: &BranchRecord) -> Launch {
     let mut l = launch(host, &record.name);
-    let base = record.buffer_pool.bytes() + instrumentation(host, record);
-    let allowance = host.config.memory.branch_allowance.bytes();
-    l.memory_max = base + allowance;
-    l.memory_high = base + allowance / 4 * 3;
+    let c = super::admission::ceiling(host, record);
+    l.memory_max = c.total();
+    l.memory_high = c.total() - c.allowance / 4;
     l
 }
 

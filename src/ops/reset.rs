@@ -128,9 +128,7 @@ mod tests {
         make(&sim);
         sim.storage
             .with_state(|s| s.branches.get_mut(&name("a")).unwrap().1 = true);
-        sim.memory
-            .0
-            .store(10 << 20, std::sync::atomic::Ordering::SeqCst);
+        sim.memory.set_available(10 << 20);
         let e = reset(&sim.host, &ResetOptions::named(name("a"))).unwrap_err();
         assert_eq!(exit_code(&e), EXIT_REFUSED);
         assert_eq!(sim.services.with_state(|s| s.kills), 0);

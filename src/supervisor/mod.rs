@@ -1,6 +1,8 @@
 //! Starting, stopping and killing branch servers, behind one trait: systemd over D-Bus, a
 //! built-in supervisor for hosts without systemd, and an in-memory one for unit tests.
 
+pub mod cgroup;
+pub mod kmsg;
 pub mod process;
 pub mod sim;
 pub mod systemd;
@@ -74,6 +76,16 @@ pub trait ServiceManager: Send + Sync {
     fn main_pid(&self, launch: &Launch) -> Result<Option<u32>>;
     /// Drops whatever the manager remembers of a deleted branch (failed state, pid file).
     fn forget(&self, launch: &Launch) -> Result<()>;
+    /// The server's last run ended because it passed its memory ceiling (systemd's
+    /// `Result=oom-kill` or the kernel's record of its unit's cgroup; the built-in
+    /// supervisor's cgroup counter).
+    fn out_of_memory(&self, _launch: &Launch) -> Result<bool> {
+        Ok(false)
+    }
+    /// What this manager needs on the host, for `doctor`.
+    fn readiness(&self) -> Vec<crate::check::Check> {
+        Vec::new()
+    }
     /// Branches whose server this manager is running (or has failed), records or not:
     /// `doctor` compares them with the records to find orphans.
     fn running_branches(&self) -> Result<Vec<BranchName>>;

@@ -1,6 +1,7 @@
 //! Built-in supervisor for hosts where systemd is not PID 1: starts each server detached in
 //! its own session with its pid recorded, and stops or kills it by that pid.
 
+use super::cgroup::{self, Hierarchy};
 use super::{Launch, ServiceManager, ServiceState};
 use anyhow::{anyhow, Context, Result};
 use nix::sys::signal::{kill, Signal};
@@ -21,14 +22,26 @@ pub struct ProcessSupervisor {
     stop_timeout: Duration,
     /// `ROOT/branches`: every server this supervisor starts reads an option file below it.
     branches_dir: std::path::PathBuf,
+    /// Where each server gets a cgroup with its memory ceiling (None: nowhere writable).
+    cgroups: Option<Hierarchy>,
+    /// This db-branch root's group in it.
+    group: String,
 }
 
 impl ProcessSupervisor {
-    pub fn new(stop_timeout: Duration, branches_dir: std::path::PathBuf) -> Self {
+    pub fn new(stop_timeout: Duration, root: &std::path::Path) -> Self {
         ProcessSupervisor {
             stop_timeout,
-            branches_dir,
+            branches_dir: root.join("branches"),
+            cgroups: Hierarchy::find(),
+            group: cgroup::group_of(root),
         }
+    }
+
+    fn cgroup_dir(&self, launch: &Launch) -> Option<std::path::PathBuf> {
+        self.cgroups
+            .as_ref()
+            .map(|h| h.branch_dir(&self.group, launch.name.as_str()))
     }
 
     /// The pid of this branch's server if it is alive. The pid file may be stale (after a
@@ -168,6 +181,28 @@ impl ServiceManager for ProcessSupervisor {
                 format!("chown {} to {}", launch.error_log.display(), launch.user)
             })?;
         }
+        // Its own cgroup with its ceiling, where the host lets us make one (doctor says
+        // when it does not); the server joins it before it runs.
+        let mut join: Option<std::ffi::CString> = None;
+        if let (Some(h), Some(dir)) = (&self.cgroups, self.cgroup_dir(launch)) {
+            if launch.memory_max > 0 {
+                h.prepare(&dir, launch.memory_high, launch.memory_max)
+                    .with_context(|| {
+                        format!(
+                            "giving the server of branch {} its memory ceiling",
+                            launch.name
+                        )
+                    })?;
+                join = Some(
+                    std::ffi::CString::new(
+                        Hierarchy::procs_file(&dir)
+                            .into_os_string()
+                            .into_encoded_bytes(),
+                    )
+                    .context("cgroup path")?,
+                );
+            }
+        }
         let mut cmd = Command::new(&launch.binary);
         cmd.arg(format!("--defaults-file={}", launch.option_file.display()))
             .stdin(Stdio::null())
@@ -175,10 +210,20 @@ impl ServiceManager for ProcessSupervisor {
             .stderr(log);
         // SAFETY: setsid is async-signal-safe; it detaches the server from our session and
         // terminal so it outlives this command and ignores a Ctrl-C meant for us.
-        // It also makes the server the OOM killer's first choice over the host's services.
+        // It also makes the server the OOM killer's first choice over the host's services,
+        // and puts it in its cgroup (writing "0" moves the writer).
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 nix::unistd::setsid().map_err(std::io::Error::from)?;
+                if let Some(procs) = &join {
+                    let fd = nix::fcntl::open(
+                        procs.as_c_str(),
+                        nix::fcntl::OFlag::O_WRONLY,
+                        nix::sys::stat::Mode::empty(),
+                    )
+                    .map_err(std::io::Error::from)?;
+                    nix::unistd::write(&fd, b"0").map_err(std::io::Error::from)?;
+                }
                 // Only async-signal-safe calls here: open/write/close with fixed bytes.
                 let fd = nix::fcntl::open(
                     "/proc/self/oom_score_adj",
@@ -250,7 +295,52 @@ impl ServiceManager for ProcessSupervisor {
         Ok(names)
     }
 
+    fn out_of_memory(&self, launch: &Launch) -> Result<bool> {
+        Ok(match (&self.cgroups, self.cgroup_dir(launch)) {
+            (Some(h), Some(dir)) => h.oom_kills(&dir) > 0,
+            _ => false,
+        })
+    }
+
+    fn readiness(&self) -> Vec<crate::check::Check> {
+        use crate::check::Check;
+        vec![match &self.cgroups {
+            Some(h) => {
+                let probe = h.root.join("db-branch");
+                match fs::create_dir_all(&probe) {
+                    Ok(()) => Check::ok(
+                        "memory ceilings",
+                        format!(
+                            "each server in its own cgroup ({}, {}) with its ceiling",
+                            match h.version {
+                                cgroup::Version::V2 => "cgroup v2",
+                                cgroup::Version::V1 => "cgroup v1 memory controller",
+                            },
+                            probe.display()
+                        ),
+                    ),
+                    Err(e) => Check::warn(
+                        "memory ceilings",
+                        format!(
+                            "cannot make cgroups under {} ({e}): servers run without a ceiling; \
+                             a runaway one can make the OOM killer take its neighbours",
+                            probe.display()
+                        ),
+                    ),
+                }
+            }
+            None => Check::warn(
+                "memory ceilings",
+                "no cgroup with the memory controller is mounted: servers run without a \
+                 ceiling; a runaway one can make the OOM killer take its neighbours",
+            ),
+        }]
+    }
+
     fn forget(&self, launch: &Launch) -> Result<()> {
+        if let Some(dir) = self.cgroup_dir(launch) {
+            Hierarchy::remove(&dir);
+        }
         for file in [&launch.supervisor_pid_file, &launch.pid_file] {
             match fs::remove_file(file) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),

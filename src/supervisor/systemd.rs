@@ -250,6 +250,30 @@ impl Systemd {
             .with_context(|| format!("{what} {unit} over D-Bus"))
     }
 
+    /// Reads a property of a branch's service unit (None: systemd does not know the unit).
+    fn service<T>(
+        &self,
+        launch: &Launch,
+        read: impl AsyncFnOnce(&ServiceProxy<'static>) -> zbus::Result<T>,
+    ) -> Result<Option<T>> {
+        let unit = self.unit_name(launch);
+        let mgr = self.manager()?;
+        let conn = self.conn()?.clone();
+        Ok(zbus::block_on(async {
+            let path = match mgr.get_unit(unit.clone()).await {
+                Ok(p) => p,
+                Err(e) if is_no_such_unit(&e) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            let svc = ServiceProxy::builder(&conn)
+                .path(path)
+                .cache_properties(CacheProperties::No)
+                .build()
+                .await?;
+            read(&svc).await.map(Some)
+        })?)
+    }
+
     fn unit_proxy(&self, unit: &str) -> Result<Option<UnitProxy<'static>>> {
         let mgr = self.manager()?;
         let conn = self.conn()?.clone();
@@ -404,23 +428,23 @@ impl ServiceManager for Systemd {
     }
 
     fn main_pid(&self, launch: &Launch) -> Result<Option<u32>> {
-        let unit = self.unit_name(launch);
-        let mgr = self.manager()?;
-        let conn = self.conn()?.clone();
-        let pid = zbus::block_on(async {
-            let path = match mgr.get_unit(unit.clone()).await {
-                Ok(p) => p,
-                Err(e) if is_no_such_unit(&e) => return Ok(0),
-                Err(e) => return Err(e),
-            };
-            let svc = ServiceProxy::builder(&conn)
-                .path(path)
-                .cache_properties(CacheProperties::No)
-                .build()
-                .await?;
-            svc.main_pid().await
-        })?;
+        let pid = self
+            .service(launch, async |svc| svc.main_pid().await)?
+            .unwrap_or(0);
         Ok((pid != 0).then_some(pid))
+    }
+
+    fn out_of_memory(&self, launch: &Launch) -> Result<bool> {
+        let Some((result, started)) = self.service(launch, async |svc| {
+            Ok((
+                svc.result().await?,
+                svc.exec_main_start_timestamp_monotonic().await?,
+            ))
+        })?
+        else {
+            return Ok(false);
+        };
+        Ok(result == "oom-kill" || super::kmsg::oom_killed_in(&self.unit_name(launch), started))
     }
 
     fn running_branches(&self) -> Result<Vec<crate::branch::BranchName>> {

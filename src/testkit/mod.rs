@@ -82,7 +82,7 @@ impl TestEnv {
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
         // Separate port ranges per test and per service manager, so runs never collide.
-        let first_port = 20000 + if service == "systemd" { 5000 } else { 0 } + (n as u16) * 20;
+        let first_port = 20000 + if service == "systemd" { 8000 } else { 0 } + (n as u16) * 40;
         // Unique across test binaries running side by side under one systemd.
         let prefix = format!("dbbt{tag}{}-{n}", std::process::id());
         let config = root.with_extension("toml");
@@ -115,7 +115,7 @@ impl TestEnv {
             "root = \"{}\"\nservice_manager = \"{service}\"\nports = \"{first_port}-{}\"\n\
              lock_timeout = \"120s\"\n{storage}[systemd]\n{unit_dir}unit_prefix = \"{prefix}\"\n{extra_tables}\n{mysqld}",
             root.display(),
-            first_port + 19,
+            first_port + 39,
         );
         std::fs::write(&config, text).unwrap();
         TestEnv {

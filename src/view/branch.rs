@@ -38,6 +38,11 @@ pub struct BranchView {
     /// The server died uncleanly under the `test` profile: its data may be damaged;
     /// `reset` is the way back.
     pub unclean: bool,
+    /// The server died because it passed its memory ceiling (killed alone, by its cgroup).
+    pub out_of_memory: bool,
+    /// The most its server may use once warm (buffer pool + allowance …), which the memory
+    /// guard counts and its cgroup enforces.
+    pub ceiling_bytes: u64,
     pub connection: Connection,
 }
 
@@ -74,13 +79,21 @@ impl BranchView {
                 .or_else(|| crate::ops::baseline::generation_server(host, record.baseline)),
             unclean: state == ServiceState::Failed
                 && record.profile == crate::config::Profile::Test,
+            out_of_memory: state == ServiceState::Failed
+                && host
+                    .services
+                    .out_of_memory(&launch(host, &record.name))
+                    .unwrap_or(false),
+            ceiling_bytes: crate::ops::admission::ceiling(host, record).total(),
             connection: Connection::of(host, record),
         }
     }
 
     /// "stopped (idle)" for a branch stop-idle stopped.
     pub fn state_text(&self) -> String {
-        if self.unclean {
+        if self.out_of_memory {
+            format!("{} (out of memory: reset it)", self.state)
+        } else if self.unclean {
             format!("{} (unclean: reset it)", self.state)
         } else if self.stopped_idle && !self.state.is_up() {
             format!("{} (idle)", self.state)
@@ -188,6 +201,9 @@ pub struct Status {
     /// ZFS: used, referenced and written bytes of the branch's dataset.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub space: std::collections::BTreeMap<String, u64>,
+    /// The memory guard's view of the host with this branch's ceiling: free memory, what
+    /// the other running branches still owe, headroom, and how many more of its size fit.
+    pub memory: Option<crate::memory::Admission>,
 }
 
 impl Status {
@@ -202,6 +218,7 @@ impl Status {
             main_pid: host.services.main_pid(&launch(host, name)).ok().flatten(),
             pool: host.storage.info().ok(),
             space: host.storage.branch_space(name).unwrap_or_default(),
+            memory: crate::ops::admission::assess(host, record, 0).ok(),
         }
     }
 }
@@ -209,8 +226,17 @@ impl Status {
 impl Human for Status {
     fn human(&self) -> String {
         format!(
-            "{}datadir:  {}\noptions:  {}\nlog:      {}\nmanager:  {}\npid:      {}\nspace:    {}\npool:     {}\n",
+            "{}ceiling:  {}\nmemory:   {}\ndatadir:  {}\noptions:  {}\nlog:      {}\nmanager:  {}\npid:      {}\nspace:    {}\npool:     {}\n",
             self.branch.human(),
+            crate::memory::mib(self.branch.ceiling_bytes),
+            self.memory.as_ref().map_or("-".into(), |m| format!(
+                "{} free, {} owed to {} other running branch(es), {} headroom: {} more of this size fit",
+                crate::memory::mib(m.free()),
+                crate::memory::mib(m.owed()),
+                m.running.len(),
+                crate::memory::mib(m.headroom_bytes),
+                m.more_that_fit()
+            )),
             self.datadir.display(),
             self.option_file.display(),
             self.error_log.display(),

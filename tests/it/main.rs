@@ -12,6 +12,7 @@ mod generated;
 mod hostile;
 mod idle_ttl;
 mod lifecycle;
+mod memory;
 mod migrate;
 mod profiles;
 mod reliability;

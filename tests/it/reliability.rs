@@ -398,51 +398,6 @@ fn a_full_pool_gives_a_clear_error_keeps_the_others_and_recovers_after_delete() 
 
 #[test]
 #[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
-fn a_runaway_branch_dies_alone() {
-    let env = TestEnv::with_baseline();
-    let hog = env.json(&["create", "hog", "--buffer-pool", "32M"]);
-    let calm = port(&env.json(&["create", "calm", "--buffer-pool", "32M"]));
-    if env.service != "systemd" {
-        // The built-in supervisor cannot fence memory; it makes branch servers the OOM
-        // killer's first choice instead.
-        for pid in env.server_pids() {
-            let adj = std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap();
-            assert_eq!(adj.trim(), "500", "pid {pid}");
-        }
-        return;
-    }
-    // 32M pool + 512M allowance: a 1.2 GB in-memory table is far over the ceiling.
-    let out = std::process::Command::new(db_branch::testkit::server().client)
-        .args([
-            "--no-defaults",
-            "-h127.0.0.1",
-            "-uroot",
-            &format!("-P{}", port(&hog)),
-        ])
-        .arg("-e")
-        .arg(format!(
-            "SET SESSION max_heap_table_size = 4294967296; CREATE DATABASE h; USE h; \
-             CREATE TABLE hog (c VARCHAR(2000)) ENGINE=MEMORY; \
-             INSERT INTO hog SELECT REPEAT('x', 2000) FROM {}",
-            db_branch::testkit::seq(600000)
-        ))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("Lost connection"),
-        "the hog was not stopped: {err}"
-    );
-    let status = env.wait_state("hog", "failed");
-    assert_eq!(status["state"], "failed", "{status}");
-    assert_eq!(status["unclean"], true);
-    assert_eq!(env.json(&["status", "calm"])["state"], "running");
-    assert_eq!(sql(calm, "SELECT COUNT(*) FROM shop.orders"), "20000");
-    assert_eq!(env.json(&["reset", "hog"])["state"], "running");
-}
-
-#[test]
-#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
 fn servers_are_confined_and_state_files_private() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let env = TestEnv::with_baseline();
