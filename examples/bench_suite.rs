@@ -1,12 +1,16 @@
 //! The benchmark suite: every operation against its peers, side by side on the same data,
-//! scaling curves and a chart. Writes docs/benchmarks.md and docs/benchmarks-scaling.svg.
+//! for each server (MariaDB 10.11, Oracle MySQL 9.7, MariaDB 11.8), scaling curves, the
+//! memory guard on a fixed budget, start-up with many tables, and a chart. Writes
+//! docs/benchmarks.md and docs/benchmarks-scaling.svg.
 //!
-//!   sudo scripts/bench suite                      (release build, installs mydumper)
-//!   cargo run --release --example bench-suite -- [--size 360M] [--runs 10] [--out DIR]
-//!   cargo run --example bench-suite -- --smoke --out DIR     (the test suite's quick run)
+//!   sudo scripts/bench suite                      (release build, installs what it needs)
+//!   cargo run --release --features testing --example bench-suite -- [--size 360M]
+//!       [--runs 10] [--servers mariadb-10.11,mysql-9.7,mariadb-11.8]
+//!       [--tables 1000,10000,100000] [--out DIR]
+//!   cargo run --features testing --example bench-suite -- --smoke --out DIR   (the tests')
 
 use db_branch::testkit::bench::{dir_bytes, now_utc, stats, which};
-use db_branch::testkit::{port, sql, TestEnv};
+use db_branch::testkit::{port, sql, TestEnv, TestServer};
 use plotters::prelude::*;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -17,6 +21,8 @@ struct Opts {
     size_mb: u64,
     runs: usize,
     steps: Vec<usize>,
+    servers: Vec<String>,
+    tables: Vec<usize>,
     out: PathBuf,
     smoke: bool,
 }
@@ -26,6 +32,12 @@ fn opts() -> Opts {
         size_mb: 360,
         runs: 10,
         steps: vec![1, 10, 50, 100],
+        servers: vec![
+            "mariadb-10.11".into(),
+            "mysql-9.7".into(),
+            "mariadb-11.8".into(),
+        ],
+        tables: vec![1000, 10000, 100000],
         out: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/docs")),
         smoke: false,
     };
@@ -43,6 +55,18 @@ fn opts() -> Opts {
                 o.runs = val().parse().expect("--runs N");
                 i += 1;
             }
+            "--servers" => {
+                o.servers = val().split(',').map(str::to_string).collect();
+                i += 1;
+            }
+            "--tables" => {
+                o.tables = val()
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(|s| s.parse().expect("--tables 1000,10000"))
+                    .collect();
+                i += 1;
+            }
             "--out" => {
                 o.out = PathBuf::from(val());
                 i += 1;
@@ -52,6 +76,8 @@ fn opts() -> Opts {
                 o.runs = 2;
                 o.steps = vec![1, 3];
                 o.size_mb = 1;
+                o.servers = vec!["mariadb-10.11".into()];
+                o.tables = vec![20];
             }
             "--bench" => {}
             other => panic!("unknown argument {other}"),
@@ -67,70 +93,78 @@ fn timed<T>(f: impl FnOnce() -> T) -> (f64, T) {
     (t.elapsed().as_secs_f64(), r)
 }
 
-fn mem_available() -> u64 {
-    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
-    let kb: u64 = text
-        .lines()
-        .find(|l| l.starts_with("MemAvailable:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    kb * 1024
-}
-
-fn mem_total() -> u64 {
+fn meminfo(field: &str) -> u64 {
     let text = std::fs::read_to_string("/proc/meminfo").unwrap();
     text.lines()
-        .find(|l| l.starts_with("MemTotal:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|n| n.parse::<u64>().ok())
         .unwrap_or(0)
         * 1024
 }
 
-/// Resident memory of every server this suite runs.
-fn servers_rss(env: &TestEnv) -> u64 {
+/// Resident memory of every server of `env`, summed per process (Rss) and as the host
+/// sees it (Pss: shared pages counted once).
+fn servers_memory(env: &TestEnv) -> (u64, u64) {
     env.server_pids()
         .iter()
-        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
-        .filter_map(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse::<u64>().ok())
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok())
+        .map(|text| {
+            let field = |name: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.trim().trim_end_matches(" kB").parse::<u64>().ok())
+                    .unwrap_or(0)
+                    * 1024
+            };
+            (field("Rss:"), field("Pss:"))
         })
-        .sum::<u64>()
-        * 1024
+        .fold((0, 0), |(r, p), (r1, p1)| (r + r1, p + p1))
 }
 
 fn mb(b: u64) -> f64 {
     b as f64 / 1e6
 }
 
-/// Starts a plain mariadbd on `datadir` (the cp/reflink peers) and waits until it answers.
-fn start_plain(datadir: &Path, port: u16) -> (f64, std::process::Child) {
+/// Starts the server under test, plainly, on `datadir` (the cp/reflink peers) and waits
+/// until it answers.
+fn start_plain(server: &TestServer, datadir: &Path, port: u16) -> (f64, std::process::Child) {
     let cnf = datadir.with_extension("cnf");
+    let files = datadir.with_extension("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let mysql_only = if server.mysql {
+        format!(
+            "mysqlx=OFF\nsecure-file-priv={}\nplugin-load-add=auth_socket.so\n",
+            files.display()
+        )
+    } else {
+        String::new()
+    };
     std::fs::write(
         &cnf,
         format!(
             "[mysqld]\ndatadir={}\nport={port}\nbind-address=127.0.0.1\nsocket={}\npid-file={}\nuser=mysql\n\
              skip-name-resolve\nskip-log-bin\ninnodb-buffer-pool-load-at-startup=0\n\
-             innodb-buffer-pool-dump-at-shutdown=0\ninnodb-log-buffer-size=2M\n",
+             innodb-buffer-pool-dump-at-shutdown=0\ninnodb-log-buffer-size=2M\n{mysql_only}",
             datadir.display(),
-            datadir.join("peer.sock").display(),
-            datadir.join("peer.pid").display()
+            files.join("peer.sock").display(),
+            files.join("peer.pid").display()
         ),
     )
     .unwrap();
+    let _ = Command::new("chown")
+        .args(["-R", "mysql:mysql"])
+        .arg(&files)
+        .status();
     let t = Instant::now();
-    let child = Command::new("/usr/sbin/mariadbd")
+    let child = Command::new(&server.binary)
         .arg(format!("--defaults-file={}", cnf.display()))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     loop {
-        let ok = Command::new("mariadb")
+        let ok = Command::new(&server.client)
             .args([
                 "--no-defaults",
                 "-h127.0.0.1",
@@ -168,21 +202,61 @@ fn sh(script: &str) -> f64 {
     t
 }
 
-struct Row {
-    what: String,
-    v: (f64, f64, f64),
+type Stats = (f64, f64, f64);
+
+/// Reads more than a buffer pool holds: every row of the big tables and two indexes.
+const WARM: &str = "SELECT COUNT(*), SUM(LENGTH(sku)) FROM shop.order_items; \
+    SELECT COUNT(*), SUM(LENGTH(body)) FROM shop.reviews; \
+    SELECT COUNT(*) FROM shop.orders FORCE INDEX (status_placed) WHERE status <> 'x'; \
+    SELECT COUNT(*) FROM shop.customers FORCE INDEX (email) WHERE email <> ''; \
+    SELECT COUNT(*), SUM(LENGTH(payload)) FROM shop.audit_events";
+
+struct Guard {
+    budget: u64,
+    admitted: usize,
+    rss: u64,
+    pss: u64,
+    refusal: String,
 }
 
-fn main() {
-    let o = opts();
-    let env = TestEnv::with_service("process", "40G", "", "");
-    // A wide port range for the scaling runs.
+/// Everything measured for one server.
+struct Measured {
+    server: TestServer,
+    version: String,
+    datadir_bytes: u64,
+    t_baseline: f64,
+    create: Stats,
+    reset: Stats,
+    delete: Stats,
+    woken: Stats,
+    graceful: Stats,
+    bake: Stats,
+    bake_path: String,
+    dump_pipe: f64,
+    copy_start: Stats,
+    reflink_start: Stats,
+    mydumper: Option<(f64, f64)>,
+    fresh_disk: u64,
+    deleted_disk: u64,
+    idle_rss: u64,
+    warm_rss: u64,
+    avg_rss: u64,
+    seq_curve: Vec<(usize, f64, u64)>,
+    par_curve: Vec<(usize, f64, u64)>,
+    guard: Guard,
+    /// (tables, baseline seconds, create median, reset median, datadir bytes)
+    tables: Vec<(usize, f64, f64, f64, u64)>,
+}
+
+/// An environment for the suite: the built-in supervisor, a large pool, wide ports.
+fn suite_env(image: &str, ports: &str) -> TestEnv {
+    let env = TestEnv::with_service("process", image, "", "");
     let text = std::fs::read_to_string(&env.config).unwrap();
     let text = text
         .lines()
         .map(|l| {
             if l.starts_with("ports = ") {
-                "ports = \"31000-31799\"".to_string()
+                format!("ports = \"{ports}\"")
             } else {
                 l.to_string()
             }
@@ -191,6 +265,28 @@ fn main() {
         .join("\n");
     std::fs::write(&env.config, text).unwrap();
     env.run_ok(&["init"]);
+    env
+}
+
+fn set_memory(env: &TestEnv, settings: &str) {
+    let text = std::fs::read_to_string(&env.config).unwrap();
+    let kept: Vec<&str> = text.split("\n[memory]").collect();
+    std::fs::write(&env.config, format!("{}\n[memory]\n{settings}\n", kept[0])).unwrap();
+}
+
+fn measure(o: &Opts, server: &TestServer) -> Measured {
+    let version = String::from_utf8(
+        Command::new(&server.binary)
+            .arg("--version")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    eprintln!("suite: {version}");
+    let env = suite_env("40G", "31000-31799");
 
     // 1. The sample database (the shop schema plus many small tables); scale 1 ≈ 180 MB.
     let scale = (o.size_mb / 180).max(1);
@@ -242,7 +338,7 @@ fn main() {
         .as_u64()
         .unwrap_or(0);
     let p2 = port(&probe);
-    sql(p2, "CHECKSUM TABLE shop.orders, shop.order_items, shop.customers, shop.reviews, shop.products, shop.audit_events");
+    sql(p2, WARM);
     let warm_rss = env.json(&["status", "probe"])["rss_bytes"]
         .as_u64()
         .unwrap_or(0);
@@ -258,13 +354,16 @@ fn main() {
         .map(|n| timed(|| env.run_ok(&["delete", "--yes", n])).0)
         .collect();
 
-    // 3. Peers on the same data.
+    // 3. Peers on the same data: dump | load into a new database of a branch, a full copy
+    // or a reflink copy of the datadir and a plain start.
     env.run_ok(&["create", "peer"]);
     let pp = env.port("peer");
     sql(pp, "CREATE DATABASE shop_copy");
     let conn = format!("--no-defaults -h127.0.0.1 -P{pp} -uroot");
-    let t_dump = sh(&format!(
-        "mariadb-dump {conn} --single-transaction shop | mariadb {conn} shop_copy"
+    let dump_pipe = sh(&format!(
+        "{} {conn} --single-transaction shop | {} {conn} shop_copy",
+        server.dump.display(),
+        server.client.display()
     ));
     let gen_dir = env.pool().join("baselines/gen-000001");
     let mut copy_start = Vec::new();
@@ -279,7 +378,7 @@ fn main() {
                     dir.display()
                 ))
             });
-            let (t_start, mut child) = start_plain(&dir, 31790);
+            let (t_start, mut child) = start_plain(server, &dir, 31790);
             if i == 0 {
                 copy_start.push(t_copy + t_start)
             } else {
@@ -288,16 +387,22 @@ fn main() {
             let _ = child.kill();
             let _ = child.wait();
             let _ = std::fs::remove_dir_all(&dir);
+            let _ = std::fs::remove_dir_all(dir.with_extension("files"));
         }
     }
     // Bake against mydumper/myloader.
     env.run_ok(&["delete", "--yes", "peer"]);
     let src = port(&env.json(&["create", "source"]));
     let url = format!("mysql://root@127.0.0.1:{src}");
+    let mut bake_path = String::new();
     let bake: Vec<f64> = (0..o.runs.min(3))
-        .map(|_| timed(|| env.run_ok(&["bake", "--from", &url])).0)
+        .map(|_| {
+            let (t, v) = timed(|| env.json(&["bake", "--from", &url]));
+            bake_path = v["path"].as_str().unwrap_or("?").to_string();
+            t
+        })
         .collect();
-    let mydumper = if which("mydumper") && which("myloader") && !o.smoke {
+    let mydumper = if which("mydumper") && which("myloader") && !o.smoke && !server.mysql {
         let dir = env.root.join("mydumper");
         let d = sh(&format!(
             "rm -rf {0} && mydumper -h 127.0.0.1 -P {src} -u root -B shop -t 2 -r 200000 -o {0} 2>/dev/null",
@@ -315,43 +420,19 @@ fn main() {
     };
     env.run_ok(&["delete", "--yes", "source"]);
 
-    // 4. Scaling: time until N branches are ready, sequential and 4 at a time; memory.
+    // 4. Scaling: time until N branches are ready, sequential and 4 at a time; memory. The
+    // guard would stop MySQL's larger servers before 100 on 24 GiB when every one may grow
+    // to its ceiling: this run overcommits on purpose (owed_fraction = 0).
+    set_memory(&env, "owed_fraction = 0.0");
     let mut seq_curve = Vec::new();
-    let par_curve = std::sync::Mutex::new(Vec::new());
     let max_n = *o.steps.last().unwrap();
     let mut elapsed = 0.0;
     for i in 1..=max_n {
         elapsed += timed(|| env.run_ok(&["create", &format!("s{i}")])).0;
         if o.steps.contains(&i) {
-            seq_curve.push((i, elapsed, servers_rss(&env)));
+            seq_curve.push((i, elapsed, servers_memory(&env).1));
         }
     }
-    for i in 1..=max_n {
-        env.run_ok(&["delete", "--yes", &format!("s{i}")]);
-    }
-    let start = Instant::now();
-    let next = std::sync::atomic::AtomicUsize::new(1);
-    let done = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..4 {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                if i > max_n {
-                    break;
-                }
-                env.run_ok(&["create", &format!("p{i}")]);
-                let mut d = done.lock().unwrap();
-                d.push(i);
-                if o.steps.contains(&d.len()) {
-                    par_curve
-                        .lock()
-                        .unwrap()
-                        .push((d.len(), start.elapsed().as_secs_f64(), 0));
-                }
-            });
-        }
-    });
-    let par_curve = par_curve.into_inner().unwrap();
     let rss_at_max: Vec<u64> = env
         .json(&["list"])
         .as_array()
@@ -361,23 +442,48 @@ fn main() {
         .collect();
     let avg_rss = rss_at_max.iter().sum::<u64>() / rss_at_max.len().max(1) as u64;
     for i in 1..=max_n {
+        env.run_ok(&["delete", "--yes", &format!("s{i}")]);
+    }
+    let par_curve_v = {
+        let start = Instant::now();
+        let next = std::sync::atomic::AtomicUsize::new(1);
+        let done = std::sync::Mutex::new(0usize);
+        let curve = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    if i > max_n {
+                        break;
+                    }
+                    env.run_ok(&["create", &format!("p{i}")]);
+                    let mut d = done.lock().unwrap();
+                    *d += 1;
+                    if o.steps.contains(&d) {
+                        curve
+                            .lock()
+                            .unwrap()
+                            .push((*d, start.elapsed().as_secs_f64(), 0));
+                    }
+                });
+            }
+        });
+        curve.into_inner().unwrap()
+    };
+    for i in 1..=max_n {
         env.run_ok(&["delete", "--yes", &format!("p{i}")]);
     }
-    // Where the guard refuses: headroom set so that about 1.5 GB (smoke: 0.3 GB) is left to
-    // branches, then create until refused.
-    let budget: u64 = if o.smoke { 300 << 20 } else { 1500 << 20 };
-    let avail = mem_available();
-    let headroom = avail.saturating_sub(budget + (128 << 20));
-    let text = std::fs::read_to_string(&env.config).unwrap();
-    std::fs::write(
-        &env.config,
-        format!("{text}\n[memory]\nheadroom = \"{}\"\n", headroom),
-    )
-    .unwrap();
+
+    // 5. The guard on a fixed budget: headroom set so that B of the available memory is left
+    // to branches, default branches created until refused, then every one warmed.
+    let budget: u64 = if o.smoke { 400 << 20 } else { 3 << 30 };
+    let headroom = meminfo("MemAvailable:").saturating_sub(budget);
+    set_memory(&env, &format!("headroom = \"{headroom}\""));
     let mut admitted = 0;
     let mut refusal = String::new();
+    let mut ports = Vec::new();
     for i in 1..=400 {
-        let out = env.run(&["create", &format!("g{i}")]);
+        let out = env.run(&["--json", "create", &format!("g{i}")]);
         if out.status.code() == Some(75) {
             refusal = String::from_utf8_lossy(&out.stderr).trim().to_string();
             break;
@@ -387,81 +493,122 @@ fn main() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        ports.push(port(&v));
         admitted += 1;
-        if o.smoke && admitted >= 5 {
-            refusal = "(smoke run: stopped after 5)".into();
-            break;
-        }
     }
-    let used_by_guarded = servers_rss(&env);
+    for p in &ports {
+        sql(*p, WARM);
+    }
+    for p in &ports {
+        sql(*p, WARM);
+    }
+    let (rss, pss) = servers_memory(&env);
     for i in 1..=admitted {
         env.run_ok(&["delete", "--yes", &format!("g{i}")]);
     }
+    drop(env);
 
-    // 5. The document and the chart.
-    std::fs::create_dir_all(&o.out).unwrap();
-    let svg = o.out.join("benchmarks-scaling.svg");
-    chart(&svg, &seq_curve, &par_curve);
-    let rows = vec![
-        Row {
-            what: "create".into(),
-            v: stats(create),
-        },
-        Row {
-            what: "reset (SIGKILL, roll back, start)".into(),
-            v: stats(reset),
-        },
-        Row {
-            what: "delete".into(),
-            v: stats(delete),
-        },
-        Row {
-            what: "start after stop-idle".into(),
-            v: stats(woken),
-        },
-        Row {
-            what: "bake (tablespace path, whole)".into(),
-            v: stats(bake),
-        },
-    ];
-    let peers = vec![
-        Row {
-            what: "`mariadb-dump \\| mariadb` into a new database".into(),
-            v: (t_dump, t_dump, t_dump),
-        },
-        Row {
-            what: "`cp -a` of the datadir + start".into(),
-            v: stats(copy_start),
-        },
-        Row {
-            what: "reflink copy + start".into(),
-            v: stats(reflink_start),
-        },
-        Row {
-            what: "graceful-stop reset (stop + reset)".into(),
-            v: stats(graceful),
-        },
-    ];
-    let doc = document(
-        &o,
+    // 6. Start-up with many tables.
+    let tables = o
+        .tables
+        .iter()
+        .map(|n| many_tables(server, *n, o.runs.min(5)))
+        .collect();
+
+    Measured {
+        server: server.clone(),
+        version,
         datadir_bytes,
         t_baseline,
-        &rows,
-        &peers,
+        create: stats(create),
+        reset: stats(reset),
+        delete: stats(delete),
+        woken: stats(woken),
+        graceful: stats(graceful),
+        bake: stats(bake),
+        bake_path,
+        dump_pipe,
+        copy_start: stats(copy_start),
+        reflink_start: stats(reflink_start),
         mydumper,
         fresh_disk,
         deleted_disk,
         idle_rss,
         warm_rss,
         avg_rss,
-        &seq_curve,
-        &par_curve,
-        admitted,
-        used_by_guarded,
-        &refusal,
-        headroom,
+        seq_curve,
+        par_curve: par_curve_v,
+        guard: Guard {
+            budget,
+            admitted,
+            rss,
+            pss,
+            refusal,
+        },
+        tables,
+    }
+}
+
+/// A baseline of `n` small tables; then how long create and reset take.
+fn many_tables(server: &TestServer, n: usize, runs: usize) -> (usize, f64, f64, f64, u64) {
+    let env = suite_env("60G", "32000-32039");
+    let file = env.root.join("tables.sql");
+    let mut sql_text = String::from("CREATE DATABASE many;\nUSE many;\n");
+    for i in 0..n {
+        let _ = writeln!(
+            sql_text,
+            "CREATE TABLE t{i} (id INT PRIMARY KEY, v VARCHAR(20), KEY v (v)) ENGINE=InnoDB;"
+        );
+    }
+    std::fs::write(&file, sql_text).unwrap();
+    let (t_baseline, _) = timed(|| {
+        env.run_ok(&[
+            "baseline",
+            "create",
+            "--empty",
+            "--sql",
+            file.to_str().unwrap(),
+        ])
+    });
+    let bytes = dir_bytes(&env.pool().join("baselines/gen-000001"));
+    let create: Vec<f64> = (0..runs)
+        .map(|i| {
+            let (t, _) = timed(|| env.run_ok(&["create", &format!("m{i}")]));
+            env.run_ok(&["delete", "--yes", &format!("m{i}")]);
+            t
+        })
+        .collect();
+    env.run_ok(&["create", "r"]);
+    let reset: Vec<f64> = (0..runs)
+        .map(|_| timed(|| env.run_ok(&["reset", "r"])).0)
+        .collect();
+    eprintln!(
+        "suite: {} with {n} tables: baseline {t_baseline:.1} s, create {:.2} s, reset {:.2} s",
+        server.name,
+        stats(create.clone()).1,
+        stats(reset.clone()).1
     );
-    std::fs::write(o.out.join("benchmarks.md"), doc).unwrap();
+    (n, t_baseline, stats(create).1, stats(reset).1, bytes)
+}
+
+fn main() {
+    let o = opts();
+    let mut results = Vec::new();
+    for name in &o.servers {
+        // SAFETY: set before any thread of this program starts.
+        unsafe { std::env::set_var("DB_BRANCH_TEST_SERVER", name) };
+        let server = db_branch::testkit::server();
+        assert!(
+            server.binary.exists(),
+            "{name} is not installed here: run scripts/install-server {name}"
+        );
+        results.push(measure(&o, &server));
+    }
+    std::fs::create_dir_all(&o.out).unwrap();
+    let svg = o.out.join("benchmarks-scaling.svg");
+    chart(&svg, &results);
+    std::fs::write(o.out.join("benchmarks.md"), document(&o, &results)).unwrap();
     eprintln!(
         "suite: wrote {} and {}",
         o.out.join("benchmarks.md").display(),
@@ -469,18 +616,20 @@ fn main() {
     );
 }
 
-fn chart(path: &Path, seq: &[(usize, f64, u64)], par: &[(usize, f64, u64)]) {
+const COLORS: [RGBColor; 3] = [BLUE, RED, GREEN];
+
+fn chart(path: &Path, results: &[Measured]) {
     let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
     root.fill(&WHITE).unwrap();
     let (left, right) = root.split_horizontally(450);
-    let max_n = seq.iter().chain(par).map(|p| p.0).max().unwrap_or(1) as f64;
-    let max_t = seq.iter().chain(par).map(|p| p.1).fold(0.1, f64::max) * 1.1;
-    let max_m = seq
-        .iter()
-        .chain(par)
-        .map(|p| p.2 as f64 / 1e9)
-        .fold(0.1, f64::max)
-        * 1.1;
+    let all = || {
+        results
+            .iter()
+            .flat_map(|r| r.seq_curve.iter().chain(&r.par_curve))
+    };
+    let max_n = all().map(|p| p.0).max().unwrap_or(1) as f64;
+    let max_t = all().map(|p| p.1).fold(0.1, f64::max) * 1.1;
+    let max_m = all().map(|p| p.2 as f64 / 1e9).fold(0.1, f64::max) * 1.1;
     let mut c = ChartBuilder::on(&left)
         .caption("time until N branches are ready", ("sans-serif", 18))
         .margin(10)
@@ -493,16 +642,24 @@ fn chart(path: &Path, seq: &[(usize, f64, u64)], par: &[(usize, f64, u64)]) {
         .y_desc("seconds")
         .draw()
         .unwrap();
-    for (data, color, label) in [(seq, &BLUE, "one at a time"), (par, &RED, "4 in parallel")] {
-        let pts: Vec<(f64, f64)> = std::iter::once((0.0, 0.0))
-            .chain(data.iter().map(|p| (p.0 as f64, p.1)))
-            .collect();
-        c.draw_series(LineSeries::new(pts.clone(), color))
-            .unwrap()
-            .label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
-        c.draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
-            .unwrap();
+    for (r, color) in results.iter().zip(COLORS) {
+        for (data, label, dashed) in [
+            (&r.seq_curve, "one at a time", false),
+            (&r.par_curve, "4 in parallel", true),
+        ] {
+            let pts: Vec<(f64, f64)> = std::iter::once((0.0, 0.0))
+                .chain(data.iter().map(|p| (p.0 as f64, p.1)))
+                .collect();
+            let style = if dashed {
+                color.mix(0.5).stroke_width(1)
+            } else {
+                color.stroke_width(2)
+            };
+            c.draw_series(LineSeries::new(pts.clone(), style))
+                .unwrap()
+                .label(format!("{}, {label}", r.server.name))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+        }
     }
     c.configure_series_labels()
         .border_style(BLACK)
@@ -510,10 +667,7 @@ fn chart(path: &Path, seq: &[(usize, f64, u64)], par: &[(usize, f64, u64)]) {
         .draw()
         .unwrap();
     let mut m = ChartBuilder::on(&right)
-        .caption(
-            "resident memory of N idle branch servers",
-            ("sans-serif", 18),
-        )
+        .caption("memory of N idle servers (Pss)", ("sans-serif", 18))
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(45)
@@ -524,136 +678,261 @@ fn chart(path: &Path, seq: &[(usize, f64, u64)], par: &[(usize, f64, u64)]) {
         .y_desc("GB")
         .draw()
         .unwrap();
-    let pts: Vec<(f64, f64)> = std::iter::once((0.0, 0.0))
-        .chain(seq.iter().map(|p| (p.0 as f64, p.2 as f64 / 1e9)))
-        .collect();
-    m.draw_series(LineSeries::new(pts.clone(), &BLUE)).unwrap();
-    m.draw_series(pts.iter().map(|p| Circle::new(*p, 3, BLUE.filled())))
+    for (r, color) in results.iter().zip(COLORS) {
+        let pts: Vec<(f64, f64)> = std::iter::once((0.0, 0.0))
+            .chain(r.seq_curve.iter().map(|p| (p.0 as f64, p.2 as f64 / 1e9)))
+            .collect();
+        m.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            .unwrap()
+            .label(r.server.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+    }
+    m.configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()
         .unwrap();
     root.present().unwrap();
 }
 
-#[allow(clippy::too_many_arguments)]
-fn document(
-    o: &Opts,
-    datadir: u64,
-    t_baseline: f64,
-    rows: &[Row],
-    peers: &[Row],
-    mydumper: Option<(f64, f64)>,
-    fresh_disk: u64,
-    deleted_disk: u64,
-    idle_rss: u64,
-    warm_rss: u64,
-    avg_rss: u64,
-    seq: &[(usize, f64, u64)],
-    par: &[(usize, f64, u64)],
-    admitted: usize,
-    used_by_guarded: u64,
-    refusal: &str,
-    headroom: u64,
-) -> String {
-    let version = String::from_utf8(
-        Command::new("/usr/sbin/mariadbd")
-            .arg("--version")
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+fn document(o: &Opts, results: &[Measured]) -> String {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let mut d = String::new();
     let _ = writeln!(d, "# Benchmarks\n");
     let _ = writeln!(d, "Generated by `sudo scripts/bench suite` (examples/bench_suite.rs) — do not edit; run it again.\n");
-    let _ = writeln!(d, "Machine: {cpus} CPUs, {:.0} GiB RAM, {}; btrfs on a loop-mounted sparse image; built-in process supervisor. {}. {}",
-        mem_total() as f64 / (1u64 << 30) as f64, version.trim(), now_utc(), if o.smoke { "**Smoke run: tiny data, 2 runs — not figures to quote.**" } else { "" });
-    let _ = writeln!(d, "\nSample database: `scripts/sample-sql` (the `shop` schema: integer and string keys, secondary indexes, a wide text table, a table without a primary key), {:.0} MB datadir, built in {t_baseline:.1} s. {} runs per operation.\n", mb(datadir), o.runs);
-    let dump = peers[0].v.1;
-    let _ = writeln!(d, "## Operations and peers\n");
     let _ = writeln!(
         d,
-        "| operation | min s | median s | max s | goal | `mariadb-dump \\| mariadb` ÷ median |"
-    );
-    let _ = writeln!(d, "|---|---|---|---|---|---|");
-    let goals = ["≤ 0.35", "≤ 0.45", "≤ 0.2", "", ""];
-    for (r, g) in rows.iter().zip(goals) {
-        let _ = writeln!(
-            d,
-            "| {} | {:.3} | {:.3} | {:.3} | {g} | {:.0}× |",
-            r.what,
-            r.v.0,
-            r.v.1,
-            r.v.2,
-            dump / r.v.1
-        );
-    }
-    let _ = writeln!(
-        d,
-        "\n| peer (same data, same run) | min s | median s | max s | ÷ our create median |"
-    );
-    let _ = writeln!(d, "|---|---|---|---|---|");
-    for p in peers {
-        let _ = writeln!(
-            d,
-            "| {} | {:.3} | {:.3} | {:.3} | {:.1}× |",
-            p.what,
-            p.v.0,
-            p.v.1,
-            p.v.2,
-            p.v.1 / rows[0].v.1
-        );
-    }
-    match mydumper {
-        Some((dd, ll)) => {
-            let _ = writeln!(d, "| mydumper ({dd:.1} s) + myloader ({ll:.1} s), 2 threads | | {:.1} | | bake is {:.1}× faster |", dd + ll, (dd + ll) / rows[4].v.1);
+        "Machine: {cpus} CPUs, {:.0} GiB RAM; btrfs on a loop-mounted sparse image; built-in \
+         process supervisor; the `test` profile. {}. Every figure below comes from this one run. {}",
+        meminfo("MemTotal:") as f64 / (1u64 << 30) as f64,
+        now_utc(),
+        if o.smoke {
+            "**Smoke run: tiny data, 2 runs — not figures to quote.**"
+        } else {
+            ""
         }
-        None => {
+    );
+    let _ = writeln!(d, "\nSample database: `scripts/sample-sql` (the `shop` schema: integer and string keys, secondary indexes, a wide text table, a table without a primary key, 24 small lookup tables). Runs per row are given in each row.\n");
+
+    let _ = writeln!(d, "## The servers side by side\n");
+    let mut header = String::from("| measure |");
+    let mut rule = String::from("|---|");
+    for r in results {
+        let _ = write!(
+            header,
+            " {} |",
+            r.version
+                .split(" for ")
+                .next()
+                .unwrap_or(&r.version)
+                .rsplit('/')
+                .next()
+                .unwrap_or("")
+        );
+        rule += "---|";
+    }
+    let _ = writeln!(d, "{header}\n{rule}");
+    let row = |d: &mut String, what: &str, f: &dyn Fn(&Measured) -> String| {
+        let _ = write!(d, "| {what} |");
+        for r in results {
+            let _ = write!(d, " {} |", f(r));
+        }
+        let _ = writeln!(d);
+    };
+    row(&mut d, "sample datadir", &|r| {
+        format!("{:.0} MB", mb(r.datadir_bytes))
+    });
+    row(&mut d, &format!("create, median of {} (s)", o.runs), &|r| {
+        format!("{:.3}", r.create.1)
+    });
+    row(&mut d, &format!("reset, median of {} (s)", o.runs), &|r| {
+        format!("{:.3}", r.reset.1)
+    });
+    row(&mut d, &format!("delete, median of {} (s)", o.runs), &|r| {
+        format!("{:.3}", r.delete.1)
+    });
+    row(
+        &mut d,
+        &format!("start after stop-idle, median of {} (s)", o.runs),
+        &|r| format!("{:.3}", r.woken.1),
+    );
+    row(&mut d, "dump \\| load of the same data, once (s)", &|r| {
+        format!("{:.1}", r.dump_pipe)
+    });
+    row(&mut d, "create is faster than dump \\| load by", &|r| {
+        format!("{:.0}×", r.dump_pipe / r.create.1)
+    });
+    row(
+        &mut d,
+        &format!("bake from a live branch, median of {} (s)", o.runs.min(3)),
+        &|r| format!("{:.2} ({})", r.bake.1, r.bake_path),
+    );
+    row(&mut d, "mydumper + myloader, 2 threads, once (s)", &|r| {
+        r.mydumper
+            .map_or("not run".into(), |(a, b)| format!("{:.1}", a + b))
+    });
+    row(&mut d, "idle RSS of one branch", &|r| {
+        format!("{:.0} MB", mb(r.idle_rss))
+    });
+    row(
+        &mut d,
+        "warm RSS (128M pool, tables larger than it read)",
+        &|r| format!("{:.0} MB", mb(r.warm_rss)),
+    );
+    row(&mut d, "own disk right after create", &|r| {
+        format!("{:.1} MB", mb(r.fresh_disk))
+    });
+    row(
+        &mut d,
+        &format!(
+            "{} branches ready, one at a time (s)",
+            o.steps.last().unwrap()
+        ),
+        &|r| {
+            r.seq_curve
+                .last()
+                .map_or("-".into(), |p| format!("{:.1}", p.1))
+        },
+    );
+    row(
+        &mut d,
+        &format!(
+            "{} branches ready, 4 in parallel (s)",
+            o.steps.last().unwrap()
+        ),
+        &|r| {
+            r.par_curve
+                .last()
+                .map_or("-".into(), |p| format!("{:.1}", p.1))
+        },
+    );
+    row(
+        &mut d,
+        &format!("memory of {} idle servers (Pss)", o.steps.last().unwrap()),
+        &|r| {
+            r.seq_curve
+                .last()
+                .map_or("-".into(), |p| format!("{:.0} MB", mb(p.2)))
+        },
+    );
+    row(
+        &mut d,
+        &format!("average RSS with {} running", o.steps.last().unwrap()),
+        &|r| format!("{:.0} MB", mb(r.avg_rss)),
+    );
+
+    let _ = writeln!(d, "\n`dump | load` is the server's own `mariadb-dump | mariadb` or `mysqldump | mysql`, from one branch into a new database of another, on the same data in the same run. mydumper/myloader (Debian's, built for MariaDB's client library) was run against MariaDB only.\n");
+
+    let _ = writeln!(d, "## The memory guard on a fixed budget\n");
+    let _ = writeln!(d, "`memory.headroom` set so that B of the host's available memory is left to branches; default branches (128M buffer pool) created until the guard refused; then every admitted branch read tables larger than its pool, twice. Pss counts each page once, as the host spends it; the Rss of each server summed counts the pages every server shares (the binary, its libraries) once per server.\n");
+    let _ = writeln!(d, "| server | budget B | admitted | warm: Pss of all servers | warm: Rss summed |\n|---|---|---|---|---|");
+    for r in results {
+        let g = &r.guard;
+        let _ = writeln!(
+            d,
+            "| {} | {:.0} MB | {} | {:.0} MB | {:.0} MB |",
+            r.server.name,
+            mb(g.budget),
+            g.admitted,
+            mb(g.pss),
+            mb(g.rss)
+        );
+    }
+    for r in results {
+        let _ = writeln!(
+            d,
+            "\n{} refused the next one with:\n\n```\n{}\n```",
+            r.server.name, r.guard.refusal
+        );
+    }
+
+    let _ = writeln!(d, "\n## Start-up with many tables\n");
+    let _ = writeln!(d, "A baseline of N tables (`id INT PRIMARY KEY, v VARCHAR(20)` with a secondary index each), made with `baseline create --empty --sql`; then create (median of {}) and reset (median of {}). MySQL branches start with `innodb_validate_tablespace_paths=OFF` (their files never move); MariaDB opens tablespaces lazily.\n", o.runs.min(5), o.runs.min(5));
+    let _ = writeln!(d, "| server | tables | baseline made in (s) | datadir | create (s) | reset (s) |\n|---|---|---|---|---|---|");
+    for r in results {
+        for (n, tb, c, rs, bytes) in &r.tables {
             let _ = writeln!(
                 d,
-                "| mydumper/myloader | not run (not installed, or a smoke run) | | | |"
+                "| {} | {n} | {tb:.1} | {:.0} MB | {c:.2} | {rs:.2} |",
+                r.server.name,
+                mb(*bytes)
             );
         }
     }
-    let _ = writeln!(d, "\n## Disk and memory per branch\n");
-    let _ = writeln!(d, "| measure | value | goal |\n|---|---|---|");
+
     let _ = writeln!(
         d,
-        "| own disk right after create | {:.1} MB | |",
-        mb(fresh_disk)
+        "\n## Scaling\n\n![time and memory for N branches](benchmarks-scaling.svg)\n"
     );
-    let _ = writeln!(
-        d,
-        "| own disk after `DELETE FROM order_items` (whole table), stopped | {:.1} MB | |",
-        mb(deleted_disk)
-    );
-    let _ = writeln!(
-        d,
-        "| idle RSS right after create | {:.1} MB | ≤ 60 MB |",
-        mb(idle_rss)
-    );
-    let _ = writeln!(
-        d,
-        "| RSS after reading every table | {:.1} MB | |",
-        mb(warm_rss)
-    );
-    let _ = writeln!(
-        d,
-        "| average idle RSS with {} branches running | {:.1} MB | ≤ 60 MB |",
-        o.steps.last().unwrap(),
-        mb(avg_rss)
-    );
-    let _ = writeln!(d, "\n## Scaling\n");
-    let _ = writeln!(
-        d,
-        "![time and memory for N branches](benchmarks-scaling.svg)\n"
-    );
-    let _ = writeln!(d, "| branches | ready, one at a time (s) | ready, 4 in parallel (s) | resident memory of the servers (MB) |\n|---|---|---|---|");
-    for (i, s) in seq.iter().enumerate() {
-        let p = par.get(i).map_or("-".into(), |p| format!("{:.1}", p.1));
-        let _ = writeln!(d, "| {} | {:.1} | {p} | {:.0} |", s.0, s.1, mb(s.2));
+    let _ = writeln!(d, "This run overcommits on purpose (`memory.owed_fraction = 0`) so that every server reaches {} branches; the guard's own behaviour is the section above.\n", o.steps.last().unwrap());
+    let _ = writeln!(d, "| server | branches | ready, one at a time (s) | ready, 4 in parallel (s) | memory of the servers (Pss, MB) |\n|---|---|---|---|---|");
+    for r in results {
+        for (i, s) in r.seq_curve.iter().enumerate() {
+            let p = r
+                .par_curve
+                .get(i)
+                .map_or("-".into(), |p| format!("{:.1}", p.1));
+            let _ = writeln!(
+                d,
+                "| {} | {} | {:.1} | {p} | {:.0} |",
+                r.server.name,
+                s.0,
+                s.1,
+                mb(s.2)
+            );
+        }
     }
-    let _ = writeln!(d, "\nGoal: 100 branches ready in ≤ 40 s.\n");
-    let _ = writeln!(d, "Memory guard: with `memory.headroom` set to leave about {:.1} GB to branches ({} headroom), it admitted {admitted} default branches (their servers held {:.0} MB) and then refused:\n\n```\n{refusal}\n```", (mem_available().saturating_sub(headroom)) as f64 / 1e9, db_branch::values::ByteSize(headroom), mb(used_by_guarded));
-    let _ = writeln!(d, "\nThe guard admits on the buffer pool (128M by default) plus headroom: idle servers use far less ({:.0} MB), so this refusal is conservative by design: a branch that fills its buffer pool still fits.", mb(avg_rss));
+
+    for r in results {
+        let _ = writeln!(d, "\n## {} in detail\n", r.server.name);
+        let _ = writeln!(
+            d,
+            "`{}`. Sample baseline {:.0} MB, made in {:.1} s.\n",
+            r.version,
+            mb(r.datadir_bytes),
+            r.t_baseline
+        );
+        let _ = writeln!(d, "| operation | runs | min s | median s | max s | dump \\| load ÷ median |\n|---|---|---|---|---|---|");
+        for (what, v, n) in [
+            ("create", r.create, o.runs),
+            ("reset (SIGKILL, roll back, start)", r.reset, o.runs),
+            ("delete", r.delete, o.runs),
+            ("start after stop-idle", r.woken, o.runs),
+            (
+                "graceful-stop reset (stop + reset)",
+                r.graceful,
+                o.runs.min(5),
+            ),
+            ("bake from a live branch", r.bake, o.runs.min(3)),
+            (
+                "peer: `cp -a` of the datadir + start",
+                r.copy_start,
+                o.runs.min(3),
+            ),
+            ("peer: reflink copy + start", r.reflink_start, o.runs.min(3)),
+        ] {
+            let _ = writeln!(
+                d,
+                "| {what} | {n} | {:.3} | {:.3} | {:.3} | {:.0}× |",
+                v.0,
+                v.1,
+                v.2,
+                r.dump_pipe / v.1
+            );
+        }
+        let _ = writeln!(
+            d,
+            "| peer: dump \\| load into a new database | 1 | | {:.1} | | 1× |",
+            r.dump_pipe
+        );
+        if let Some((a, b)) = r.mydumper {
+            let _ = writeln!(d, "| peer: mydumper ({a:.1} s) + myloader ({b:.1} s), 2 threads | 1 | | {:.1} | | {:.1}× |", a + b, r.dump_pipe / (a + b));
+        }
+        let _ = writeln!(
+            d,
+            "\nOwn disk after `DELETE FROM order_items` (the whole table), stopped: {:.1} MB.",
+            mb(r.deleted_disk)
+        );
+    }
     d
 }

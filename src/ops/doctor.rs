@@ -356,12 +356,12 @@ mod tests {
     #[test]
     fn counts_branches_that_fit() {
         let sim = sim_host();
-        // 8 GiB available, 300 MiB headroom, 176 MiB per MariaDB branch (128 + 48).
+        // 8 GiB available, 300 MiB headroom, 224 MiB per MariaDB branch (128 + 96).
         let r = report(&sim.host, "defaults");
-        assert_eq!(r.per_branch_bytes, 176 << 20);
+        assert_eq!(r.per_branch_bytes, 224 << 20);
         assert_eq!(
             r.branches_that_fit,
-            ((8u64 << 30) - (300 << 20)) / (176 << 20)
+            ((8u64 << 30) - (300 << 20)) / (224 << 20)
         );
         // A running branch that may still grow owes memory: one fewer fits.
         crate::ops::create::create(
@@ -370,10 +370,10 @@ mod tests {
         )
         .unwrap();
         let r = report(&sim.host, "defaults");
-        assert_eq!(r.memory.unwrap().owed(), (176 - 50) << 20);
+        assert_eq!(r.memory.unwrap().owed(), (224 - 50) << 20);
         assert_eq!(
             r.branches_that_fit,
-            ((8u64 << 30) - (300 << 20) - (126 << 20)) / (176 << 20)
+            ((8u64 << 30) - (300 << 20) - (174 << 20)) / (224 << 20)
         );
         assert_eq!(r.free_ports, 599, "the branch holds one port");
         sim.memory.set_available(100 << 20);

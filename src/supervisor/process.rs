@@ -51,7 +51,7 @@ impl ProcessSupervisor {
         let recorded = fs::read_to_string(&launch.supervisor_pid_file)
             .ok()
             .and_then(|t| t.trim().parse::<i32>().ok())
-            .filter(|pid| is_our_server(*pid, launch));
+            .filter(|pid| is_our_server(*pid, launch) || is_between_execs(*pid));
         recorded
             .or_else(|| {
                 server_processes()
@@ -129,6 +129,12 @@ fn has_exited(pid: i32) -> bool {
         .and_then(|(_, rest)| rest.split_whitespace().next());
     let threads = fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
     matches!(state, Some("Z") | Some("X") | None) && threads <= 1
+}
+
+/// A live process whose command line reads empty: a wrapper script in the middle of
+/// `exec`ing the server (MySQL's side-root wrapper execs its loader), for a moment.
+fn is_between_execs(pid: i32) -> bool {
+    !has_exited(pid) && fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.is_empty())
 }
 
 /// Alive (not a zombie) and started with this branch's option file.

@@ -176,8 +176,8 @@ fn memory_guard_refuses_and_leaves_nothing() {
     assert_eq!(out.status.code(), Some(75), "exit 75 for lack of memory");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("not enough memory") && err.contains("stop-idle"),
-        "{err}"
+        err.contains("not enough memory") && err.contains("memory.headroom"),
+        "says what is short and what to change: {err}"
     );
     assert_eq!(env.json(&["list"]), serde_json::json!([]));
     assert!(!env.root.join("branches/hungry").exists());
