@@ -335,6 +335,10 @@ pub struct BakeArgs {
     /// carried; branches have their own]
     #[arg(long)]
     pub with_users: bool,
+    /// The database a single-database dump (one with no `CREATE DATABASE`/`USE`, as
+    /// `mysqldump DB > file` writes) is loaded into (file: sources)
+    #[arg(long, value_name = "DB")]
+    pub into: Option<String>,
 }
 
 impl BakeArgs {

@@ -138,12 +138,26 @@ pub fn to_exit_code(code: u8) -> ExitCode {
 /// The text people see for an error: the chain, then one `hint:` line per hint.
 pub fn render(err: &anyhow::Error) -> String {
     let (_, hints) = classify(err);
-    let mut out = format!("db-branch: error: {err:#}");
+    let mut out = format!("db-branch: error: {}", chain_text(err));
     for h in hints {
         out.push_str("\n  hint: ");
         out.push_str(&h);
     }
     out
+}
+
+/// The chain as `outer: inner: cause`, like `{:#}`, but a server's error as the client
+/// prints it (`ERROR 1046 (3D000): No database selected`), not as a Rust value.
+pub fn chain_text(err: &anyhow::Error) -> String {
+    err.chain()
+        .map(|cause| match cause.downcast_ref::<mysql::Error>() {
+            Some(mysql::Error::MySqlError(m)) => {
+                format!("ERROR {} ({}): {}", m.code, m.state, m.message)
+            }
+            _ => cause.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(": ")
 }
 
 #[cfg(test)]
@@ -172,6 +186,20 @@ mod tests {
             .context("writing the list");
         assert_eq!(classify(&e).0, Kind::BrokenPipe);
         assert_eq!(exit_code(&e), EXIT_OK);
+    }
+
+    #[test]
+    fn server_errors_read_as_the_client_prints_them() {
+        let server = mysql::Error::MySqlError(mysql::MySqlError {
+            state: "3D000".into(),
+            message: "No database selected".into(),
+            code: 1046,
+        });
+        let err = anyhow::Error::from(server).context("statement 3");
+        assert_eq!(
+            render(&err),
+            "db-branch: error: statement 3: ERROR 1046 (3D000): No database selected"
+        );
     }
 
     #[test]

@@ -1,13 +1,11 @@
 //! The logical path: tables created with their primary key only, rows copied by N parallel
 //! readers over primary-key ranges from one consistent snapshot, then secondary indexes and
-//! foreign keys added once. Also the table list and the --verify comparison.
+//! foreign keys added once. Also the table list. The tablespace path uses it for the tables
+//! whose files cannot be imported.
 
 use super::ddl::split_create_table;
 use super::split::int_chunks;
-use super::{
-    check_cancel, connect_source, quote, session, BakeRequest, BakeSummary, Phases, SOURCE_SESSION,
-    TARGET_SESSION,
-};
+use super::{check_cancel, quote, session, BakeRequest, BakeSummary, Phases, TARGET_SESSION};
 use crate::error::usage;
 use crate::server::oneoff::OneOff;
 use anyhow::{anyhow, Context, Result};
@@ -19,12 +17,18 @@ use std::sync::Mutex;
 
 pub const SYSTEM_SCHEMAS: &[&str] = &["mysql", "information_schema", "performance_schema", "sys"];
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Table {
     pub schema: String,
     pub name: String,
     pub bytes: u64,
     pub rows: u64,
+    /// Its partitions are files of their own (`t#p#p0.ibd`).
+    pub partitioned: bool,
+    /// Has a FULLTEXT index, kept in auxiliary tablespaces of its own.
+    pub fulltext: bool,
+    /// MariaDB's `WITH SYSTEM VERSIONING`: its history is part of it.
+    pub versioned: bool,
 }
 
 impl Table {
@@ -39,6 +43,8 @@ impl Table {
 pub struct TableList {
     pub databases: Vec<String>,
     pub tables: Vec<Table>,
+    /// MariaDB sequences: recreated with their next value, never copied as rows.
+    pub sequences: Vec<Table>,
 }
 
 /// The user tables to bake; refuses what the baker cannot carry, naming the table.
@@ -57,7 +63,13 @@ pub fn list_tables(source: &mut mysql::Conn, wanted: &[String]) -> Result<TableL
         wanted.to_vec()
     };
     let mut tables = Vec::new();
+    let mut sequences = Vec::new();
     for db in &databases {
+        let fulltext: Vec<String> = source.exec(
+            "SELECT DISTINCT TABLE_NAME FROM information_schema.STATISTICS \
+             WHERE TABLE_SCHEMA = ? AND INDEX_TYPE = 'FULLTEXT'",
+            (db,),
+        )?;
         // schema, name, engine, type, bytes, rows, options
         type Row = (
             String,
@@ -76,9 +88,19 @@ pub fn list_tables(source: &mut mysql::Conn, wanted: &[String]) -> Result<TableL
         )?;
         for (schema, name, engine, kind, bytes, rows, options) in rows {
             let label = format!("{schema}.{name}");
-            if kind != "BASE TABLE" {
+            if kind == "SEQUENCE" {
+                sequences.push(Table {
+                    schema,
+                    name,
+                    ..Table::default()
+                });
+                continue;
+            }
+            let versioned = kind == "SYSTEM VERSIONED";
+            if kind != "BASE TABLE" && !versioned {
                 return Err(usage(format!(
-                    "{label} is a {kind}; the baker copies InnoDB base tables, views and routines only"
+                    "{label} is a {kind}; the baker copies InnoDB tables, sequences, views and \
+                     routines only"
                 )));
             }
             if !engine
@@ -92,15 +114,12 @@ pub fn list_tables(source: &mut mysql::Conn, wanted: &[String]) -> Result<TableL
                     engine.unwrap_or_else(|| "no engine".into())
                 )));
             }
-            if options
-                .as_deref()
-                .is_some_and(|o| o.contains("partitioned"))
-            {
-                return Err(usage(format!(
-                    "table {label} is partitioned; the baker does not carry partitioned tables yet"
-                )));
-            }
             tables.push(Table {
+                partitioned: options
+                    .as_deref()
+                    .is_some_and(|o| o.contains("partitioned")),
+                fulltext: fulltext.contains(&name),
+                versioned,
                 schema,
                 name,
                 bytes: bytes.unwrap_or(0),
@@ -108,7 +127,11 @@ pub fn list_tables(source: &mut mysql::Conn, wanted: &[String]) -> Result<TableL
             });
         }
     }
-    Ok(TableList { databases, tables })
+    Ok(TableList {
+        databases,
+        tables,
+        sequences,
+    })
 }
 
 pub fn create_databases(
@@ -153,7 +176,8 @@ struct Chunk {
 const SPLIT_MIN_ROWS: u64 = 50_000;
 
 fn plan(source: &mut mysql::Conn, t: &Table, pieces: usize) -> Result<Split> {
-    if t.rows < SPLIT_MIN_ROWS || pieces < 2 {
+    // A versioned table's key repeats in its history: one reader takes it all.
+    if t.rows < SPLIT_MIN_ROWS || pieces < 2 || t.versioned {
         return Ok(Split::Whole);
     }
     let pk: Vec<(String, String, Option<String>)> = source.exec(
@@ -218,18 +242,34 @@ fn plan(source: &mut mysql::Conn, t: &Table, pieces: usize) -> Result<Split> {
     Ok(Split::Whole)
 }
 
-/// Columns that take values (generated ones are computed by the server).
+/// Columns that take values: generated ones are computed by the server (MySQL's
+/// `DEFAULT_GENERATED`, an expression default, is an ordinary column). A versioned table's
+/// history columns come along, declared or implicit.
 fn stored_columns(source: &mut mysql::Conn, t: &Table) -> Result<Vec<String>> {
     let cols: Vec<(String, String)> = source.exec(
         "SELECT COLUMN_NAME, EXTRA FROM information_schema.COLUMNS \
          WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
         (&t.schema, &t.name),
     )?;
-    Ok(cols
-        .into_iter()
-        .filter(|(_, extra)| !extra.to_ascii_uppercase().contains("GENERATED"))
-        .map(|(c, _)| c)
-        .collect())
+    let mut stored: Vec<String> = cols
+        .iter()
+        .filter(|(_, extra)| {
+            let extra = extra.to_ascii_uppercase();
+            !extra.contains("VIRTUAL GENERATED") && !extra.contains("STORED GENERATED")
+        })
+        .map(|(c, _)| c.clone())
+        .collect();
+    if t.versioned {
+        for (implicit, extra) in [("ROW_START", "ROW START"), ("ROW_END", "ROW END")] {
+            if !cols
+                .iter()
+                .any(|(_, e)| e.to_ascii_uppercase().contains(extra))
+            {
+                stored.push(implicit.to_string());
+            }
+        }
+    }
+    Ok(stored)
 }
 
 pub struct Deferred {
@@ -258,12 +298,28 @@ pub fn add_deferred(
                     session(&mut conn, TARGET_SESSION)?;
                     while let Some(d) = queue.lock().unwrap().pop_front() {
                         check_cancel(cancel)?;
-                        conn.query_drop(format!(
-                            "ALTER TABLE {} {}",
-                            d.table,
-                            d.indexes.join(", ")
-                        ))
-                        .with_context(|| format!("adding the secondary indexes of {}", d.table))?;
+                        // InnoDB builds one FULLTEXT index per statement.
+                        let (fulltext, plain): (Vec<&String>, Vec<&String>) = d
+                            .indexes
+                            .iter()
+                            .partition(|i| i.to_ascii_uppercase().starts_with("ADD FULLTEXT"));
+                        let mut statements = Vec::new();
+                        if !plain.is_empty() {
+                            statements.push(
+                                plain
+                                    .iter()
+                                    .map(|s| s.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", "),
+                            );
+                        }
+                        statements.extend(fulltext.into_iter().cloned());
+                        for clauses in statements {
+                            conn.query_drop(format!("ALTER TABLE {} {clauses}", d.table))
+                                .with_context(|| {
+                                    format!("adding the secondary indexes of {}", d.table)
+                                })?;
+                        }
                         progress.advance(0, &d.table);
                     }
                     Ok(())
@@ -289,30 +345,31 @@ pub fn add_deferred(
     Ok(())
 }
 
+/// Creates `tables` on the target (primary keys only), copies their rows with `readers`
+/// (transactions opened at one moment: `snapshot::open`), then adds their other indexes
+/// and foreign keys. The databases exist already.
 pub fn copy(
     target: &OneOff,
-    url: &str,
-    list: &TableList,
+    source: &mut mysql::Conn,
+    readers: Vec<mysql::Conn>,
+    tables: &[Table],
     req: &BakeRequest,
     phases: &mut Phases,
     summary: &mut BakeSummary,
 ) -> Result<()> {
-    let jobs = req.jobs.max(1);
-    let mut source = connect_source(url)?;
-    session(&mut source, SOURCE_SESSION)?;
+    let jobs = readers.len().max(1);
     let mut tconn = target.conn()?;
     session(&mut tconn, TARGET_SESSION)?;
 
     phases.start("create tables (primary keys only)", 0);
-    create_databases(&mut source, &mut tconn, &list.databases)?;
     let mut deferred = Vec::new();
     let mut columns = Vec::new();
     let mut chunks: Vec<Chunk> = Vec::new();
     // The split column per table, for the WHERE clause of its chunks.
-    let mut pk_of: Vec<Option<String>> = vec![None; list.tables.len()];
-    for (i, t) in list.tables.iter().enumerate() {
+    let mut pk_of: Vec<Option<String>> = vec![None; tables.len()];
+    for (i, t) in tables.iter().enumerate() {
         check_cancel(req.cancel)?;
-        let split = split_create_table(&show_create_table(&mut source, t)?);
+        let split = split_create_table(&show_create_table(source, t)?);
         tconn.query_drop(format!("USE {}", quote(&t.schema)))?;
         tconn
             .query_drop(&split.base)
@@ -322,8 +379,8 @@ pub fn copy(
             indexes: split.indexes,
             foreign_keys: split.foreign_keys,
         });
-        columns.push(stored_columns(&mut source, t)?);
-        match plan(&mut source, t, jobs * 4)? {
+        columns.push(stored_columns(source, t)?);
+        match plan(source, t, jobs * 4)? {
             Split::Whole => chunks.push(Chunk {
                 table: i,
                 lo: None,
@@ -349,33 +406,9 @@ pub fn copy(
         }
     }
     // Biggest tables first, so the last chunks to finish are small.
-    chunks.sort_by_key(|c| std::cmp::Reverse(list.tables[c.table].bytes));
-    let total_bytes: u64 = list.tables.iter().map(|t| t.bytes).sum();
+    chunks.sort_by_key(|c| std::cmp::Reverse(tables[c.table].bytes));
+    let total_bytes: u64 = tables.iter().map(|t| t.bytes).sum();
     phases.start("copy rows", total_bytes);
-
-    // One consistent snapshot for every reader: FLUSH TABLES WITH READ LOCK while they
-    // open their transactions (needs RELOAD; without it each reader has its own snapshot).
-    let mut coordinator = connect_source(url)?;
-    let locked = coordinator
-        .query_drop("FLUSH TABLES WITH READ LOCK")
-        .is_ok();
-    if !locked {
-        phases
-            .progress
-            .note("the source user lacks RELOAD: readers start their snapshots separately");
-    }
-    let mut readers = Vec::new();
-    for _ in 0..jobs {
-        let mut c = connect_source(url)?;
-        session(&mut c, SOURCE_SESSION)?;
-        c.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")?;
-        c.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")?;
-        readers.push(c);
-    }
-    if locked {
-        coordinator.query_drop("UNLOCK TABLES")?;
-    }
-    drop(coordinator);
 
     let queue = Mutex::new(chunks.into_iter().collect::<VecDeque<_>>());
     let rows_copied = AtomicU64::new(0);
@@ -395,7 +428,7 @@ pub fn copy(
                             break;
                         };
                         check_cancel(req.cancel)?;
-                        let t = &list.tables[chunk.table];
+                        let t = &tables[chunk.table];
                         let (rows, bytes) = copy_chunk(
                             &mut reader,
                             &mut writer,
@@ -419,8 +452,8 @@ pub fn copy(
         }
         Ok(())
     })?;
-    summary.rows = rows_copied.into_inner();
-    summary.bytes = bytes_copied.into_inner();
+    summary.rows += rows_copied.into_inner();
+    summary.bytes += bytes_copied.into_inner();
     add_deferred(target, &deferred, jobs, phases, req.cancel)
 }
 
@@ -443,7 +476,14 @@ fn copy_chunk(
         .map(|c| quote(c))
         .collect::<Vec<_>>()
         .join(", ");
-    let mut sql = format!("SELECT {cols} FROM {}", t.qualified());
+    let history = if t.versioned {
+        // Every version, with the times it was current (kept by insert_history below).
+        writer.query_drop("SET system_versioning_insert_history = 1")?;
+        " FOR SYSTEM_TIME ALL"
+    } else {
+        ""
+    };
+    let mut sql = format!("SELECT {cols} FROM {}{history}", t.qualified());
     let mut params = Vec::new();
     if let Some(pk) = pk {
         let mut conds = Vec::new();
@@ -493,41 +533,4 @@ fn copy_chunk(
         writer.exec_drop(insert(in_batch), batch)?;
     }
     Ok((rows, bytes))
-}
-
-/// Compares every table between source and bake: `CHECKSUM TABLE` where both servers are
-/// the same family, row counts otherwise. Fails naming each table that differs.
-pub fn verify(
-    source: &mut mysql::Conn,
-    target: &mut mysql::Conn,
-    list: &TableList,
-) -> Result<usize> {
-    let family = |c: &mut mysql::Conn| -> Result<bool> {
-        let v: Option<String> = c.query_first("SELECT VERSION()")?;
-        Ok(v.unwrap_or_default().contains("MariaDB"))
-    };
-    let comparable = family(source)? == family(target)?;
-    let mut differ = Vec::new();
-    for t in &list.tables {
-        let (a, b): (Option<u64>, Option<u64>) = if comparable {
-            let q = format!("CHECKSUM TABLE {}", t.qualified());
-            let a: Option<(String, Option<u64>)> = source.query_first(&q)?;
-            let b: Option<(String, Option<u64>)> = target.query_first(&q)?;
-            (a.and_then(|r| r.1), b.and_then(|r| r.1))
-        } else {
-            let q = format!("SELECT COUNT(*) FROM {}", t.qualified());
-            (source.query_first(&q)?, target.query_first(&q)?)
-        };
-        if a != b {
-            differ.push(format!("{} (source {a:?}, baseline {b:?})", t.label()));
-        }
-    }
-    if !differ.is_empty() {
-        return Err(anyhow!(
-            "verification failed: {} table(s) differ from the source: {}. Nothing was made.",
-            differ.len(),
-            differ.join(", ")
-        ));
-    }
-    Ok(list.tables.len())
 }

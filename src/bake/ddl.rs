@@ -14,7 +14,8 @@ pub struct SplitTable {
 
 /// Splits the output of `SHOW CREATE TABLE` (one column or key per line).
 pub fn split_create_table(create: &str) -> SplitTable {
-    let (Some(open), Some(close)) = (create.find("(\n"), create.rfind("\n)")) else {
+    // The first line that starts with `)` closes the column list: partition clauses follow it.
+    let (Some(open), Some(close)) = (create.find("(\n"), create.find("\n)")) else {
         return SplitTable {
             base: create.to_string(),
             indexes: Vec::new(),

@@ -1,13 +1,16 @@
-//! The dump path: a SQL dump (plain, .gz or .zst) replayed statement by statement, with each
+//! The dump path: a SQL dump (plain, .gz or .zst) replayed statement by statement through
+//! the server's own client (bytes untouched, as `mysql < dump` sends them), with each
 //! table's secondary indexes and foreign keys held back and added after its rows.
 
 use super::copy::{add_deferred, Deferred};
 use super::ddl::split_create_table;
-use super::split::Statements;
-use super::{check_cancel, quote, session, BakeRequest, BakeSummary, Phases, TARGET_SESSION};
+use super::split::{Statement, Statements};
+use super::{check_cancel, quote, BakeRequest, BakeSummary, Phases};
+use crate::error::usage;
+use crate::server::client::{ClientFailure, ClientFeed};
 use crate::server::oneoff::OneOff;
 use anyhow::{Context, Result};
-use mysql::prelude::Queryable;
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +49,64 @@ fn open(path: &Path, read: Arc<AtomicU64>) -> Result<Box<dyn BufRead>> {
     })
 }
 
+/// Our marker between the statements we split: not SQL, so never inside one (clients
+/// take 15 characters at most).
+const DELIMITER: &str = ";;dbbranch;;";
+
+/// What we fed for one statement, to name it when the client reports a failing line.
+struct Fed {
+    first_line: u64,
+    last_line: u64,
+    number: usize,
+    line: usize,
+    head: Vec<u8>,
+}
+
+/// The statements fed last (the client stops at the first error, a little behind us).
+const REMEMBERED: usize = 4096;
+
+/// Where the statements fed so far are in the client's input.
+struct Feed {
+    next_line: u64,
+    recent: VecDeque<Fed>,
+}
+
+impl Feed {
+    /// Sends one statement; false once the client stopped reading.
+    fn send(&mut self, client: &mut ClientFeed, number: usize, line: usize, text: &[u8]) -> bool {
+        let newlines = text.iter().filter(|&&b| b == b'\n').count() as u64;
+        if self.recent.len() == REMEMBERED {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(Fed {
+            first_line: self.next_line,
+            last_line: self.next_line + newlines,
+            number,
+            line,
+            head: text[..text.len().min(1024)].to_vec(),
+        });
+        self.next_line += newlines + 2;
+        client.write(text) && client.write(format!("\n{DELIMITER}\n").as_bytes())
+    }
+
+    fn statement_at(&self, line: u64) -> Option<&Fed> {
+        self.recent
+            .iter()
+            .find(|f| f.first_line <= line && line <= f.last_line + 1)
+    }
+}
+
+/// The database a `USE` statement selects.
+fn used_database(stmt: &Statement) -> String {
+    let text = String::from_utf8_lossy(&stmt.text);
+    let rest = text.trim_start()[3..].trim();
+    let rest = rest.trim_end_matches(';').trim();
+    match rest.strip_prefix('`').and_then(|r| r.strip_suffix('`')) {
+        Some(quoted) => quoted.replace("``", "`"),
+        None => rest.to_string(),
+    }
+}
+
 pub fn load(
     target: &OneOff,
     path: &Path,
@@ -56,69 +117,137 @@ pub fn load(
     let size = std::fs::metadata(path)?.len();
     let read = Arc::new(AtomicU64::new(0));
     let input = open(path, read.clone())?;
-    let mut conn = target.conn()?;
-    session(&mut conn, TARGET_SESSION)?;
-    // Dumps set their own character set; keep theirs rather than binary.
-    conn.query_drop("SET NAMES utf8mb4")?;
     phases.start("load dump (secondary indexes deferred)", size);
+    // Bytes as the dump has them, as `mysql < dump` sends them.
+    let mut client = target.client(true, Some(DELIMITER))?;
+    let mut feed = Feed {
+        next_line: 1,
+        recent: VecDeque::new(),
+    };
     let mut current_db: Option<String> = None;
+    let mut prelude = vec![
+        "SET unique_checks = 0".to_string(),
+        "SET foreign_key_checks = 0".to_string(),
+    ];
+    if let Some(db) = &req.into {
+        // The dump does not say the database's default character set: the one dumps are
+        // written in, not the server's (MariaDB's is still latin1).
+        prelude.push(format!(
+            "CREATE DATABASE IF NOT EXISTS {} CHARACTER SET utf8mb4",
+            quote(db)
+        ));
+        prelude.push(format!("USE {}", quote(db)));
+        current_db = Some(db.clone());
+        summary.databases.push(db.clone());
+    }
+    for sql in &prelude {
+        feed.send(&mut client, 0, 0, sql.as_bytes());
+    }
     let mut deferred = Vec::new();
     let mut reported = 0;
-    for (n, stmt) in Statements::new(input).enumerate() {
+    let mut last = 0;
+    for stmt in Statements::new(input) {
         let stmt = stmt.with_context(|| format!("reading {}", path.display()))?;
-        if n % 64 == 0 {
+        last = stmt.number;
+        if stmt.number % 64 == 0 {
             check_cancel(req.cancel)?;
         }
-        let upper: String = stmt
-            .chars()
-            .take(40)
-            .collect::<String>()
-            .to_ascii_uppercase();
-        if let Some(db) = upper
-            .strip_prefix("USE ")
-            .map(|_| stmt[4..].trim().trim_matches('`').to_string())
-        {
-            current_db = Some(db);
-            summary
-                .databases
-                .push(current_db.clone().unwrap_or_default());
+        let head = stmt.head(2);
+        // Nobody else uses the one-off server: table locks only cost, and MariaDB refuses
+        // a locked table's insert whose default takes a sequence's next value (its own
+        // dumps of such tables fail under `mariadb < dump`).
+        if head == "LOCK TABLES" || head == "UNLOCK TABLES" {
+            continue;
         }
-        let run = if upper.starts_with("CREATE TABLE") {
-            let split = split_create_table(&stmt);
-            let name = stmt
-                .split('`')
-                .nth(1)
-                .map(str::to_string)
-                .unwrap_or_default();
-            let table = match &current_db {
-                Some(db) => format!("{}.{}", quote(db), quote(&name)),
-                None => quote(&name),
-            };
-            summary.tables += 1;
-            deferred.push(Deferred {
-                table,
-                indexes: split.indexes,
-                foreign_keys: split.foreign_keys,
-            });
-            split.base
-        } else {
-            stmt
-        };
-        conn.query_drop(&run).with_context(|| {
-            format!(
-                "statement {} of {}: {}",
-                n + 1,
+        let selects = head == "USE" || head.starts_with("USE ");
+        let creates = head == "CREATE DATABASE" || head == "CREATE SCHEMA";
+        if (selects || creates) && req.into.is_some() {
+            return Err(usage(format!(
+                "--into is for single-database dumps, and {} chooses its own databases \
+                 (statement {}, line {}: {}); bake it without --into",
                 path.display(),
-                run.chars().take(120).collect::<String>()
-            )
-        })?;
+                stmt.number,
+                stmt.line,
+                stmt.excerpt(200)
+            )));
+        }
+        if selects {
+            let db = used_database(&stmt);
+            summary.databases.push(db.clone());
+            current_db = Some(db);
+        }
+        let split = (head == "CREATE TABLE")
+            .then(|| std::str::from_utf8(&stmt.text).ok())
+            .flatten()
+            .map(split_create_table);
+        let sent = match split {
+            Some(split) => {
+                let text = String::from_utf8_lossy(&stmt.text);
+                let name = text.split('`').nth(1).unwrap_or_default().to_string();
+                let table = match &current_db {
+                    Some(db) => format!("{}.{}", quote(db), quote(&name)),
+                    None => quote(&name),
+                };
+                summary.tables += 1;
+                deferred.push(Deferred {
+                    table,
+                    indexes: split.indexes,
+                    foreign_keys: split.foreign_keys,
+                });
+                feed.send(&mut client, stmt.number, stmt.line, split.base.as_bytes())
+            }
+            None => feed.send(&mut client, stmt.number, stmt.line, &stmt.text),
+        };
         let now = read.load(Ordering::Relaxed);
         phases.progress.advance(now - reported, "");
         reported = now;
+        if !sent {
+            break; // the client stopped at an error: finish says which
+        }
+    }
+    if let Err(failure) = client.finish(&path.display().to_string()) {
+        return Err(explain(failure, &feed, path, last));
     }
     summary.path = "dump".into();
     summary.bytes = size;
     summary.databases.sort();
     summary.databases.dedup();
     add_deferred(target, &deferred, req.jobs, phases, req.cancel)
+}
+
+/// A client failure as the statement of the dump that caused it.
+fn explain(failure: ClientFailure, feed: &Feed, path: &Path, last: usize) -> anyhow::Error {
+    let message = failure
+        .message
+        .clone()
+        .unwrap_or_else(|| "the client failed".into());
+    let fed = failure.line.and_then(|l| feed.statement_at(l));
+    let Some(fed) = fed.filter(|f| f.number > 0) else {
+        return anyhow::Error::from(failure.error).context(format!(
+            "loading {} (after statement {last}): {message}",
+            path.display()
+        ));
+    };
+    let excerpt = Statement {
+        number: fed.number,
+        line: fed.line,
+        text: fed.head.clone(),
+    }
+    .excerpt(200);
+    if message.starts_with("ERROR 1046") {
+        return usage(format!(
+            "{} selects no database (statement {}, line {}: {excerpt}): it is a \
+             single-database dump, as `mysqldump DB > file` writes; name the database to load \
+             it into with --into DB",
+            path.display(),
+            fed.number,
+            fed.line
+        ));
+    }
+    anyhow::Error::from(failure.error).context(format!(
+        "statement {} (line {}) of {} failed: {message}\n  the statement: {excerpt}",
+        fed.number,
+        fed.line,
+        path.display()
+    ))
 }

@@ -9,8 +9,10 @@ pub mod copy;
 pub mod ddl;
 pub mod dump;
 pub mod objects;
+pub mod snapshot;
 pub mod split;
 pub mod tablespace;
+pub mod verify;
 
 use crate::error::usage;
 use crate::printer::PhaseProgress;
@@ -124,6 +126,8 @@ pub struct BakeRequest<'a> {
     pub cancel: &'a AtomicBool,
     /// Keep the source's accounts (users and their grants) in the baseline.
     pub with_users: bool,
+    /// The database a single-database dump is loaded into.
+    pub into: Option<String>,
 }
 
 /// Fills a workspace with a baked datadir. Real: a one-off server of the configured
@@ -161,6 +165,18 @@ pub struct BakeSummary {
     pub phases: Vec<PhaseTime>,
     /// Tables whose checksum (or row count) matched the source, with --verify.
     pub verified_tables: Option<usize>,
+    /// Objects (tables, sequences, views, routines, triggers, events) whose definitions
+    /// matched, with --verify.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verified_objects: Option<usize>,
+    /// What --verify compared: `definitions and checksums`, or `names and row counts`
+    /// between servers of different families or series.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verified_by: Option<String>,
+    /// Tables the tablespace path copied as rows instead, with why (`db.t (FULLTEXT
+    /// index)`, `db.t (partitioned)`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub copied_as_rows: Vec<String>,
     pub masked: bool,
     /// The server that made the baseline.
     pub server: Option<crate::server::flavour::Flavour>,
@@ -311,14 +327,14 @@ fn choose_path(
             None => Ok((Via::Clone, None)),
             Some(why) => Err(usage(format!("--via clone cannot be used: {why}"))),
         },
-        Some(Via::Tablespace) => match tablespace::reachable(source, tables()?) {
+        Some(Via::Tablespace) => match tablespace::reachable(source, tables()?, flavour) {
             Ok(_) => Ok((Via::Tablespace, None)),
             Err(why) => Err(usage(format!("--via tablespace cannot be used: {why}"))),
         },
         Some(Via::Logical) => Ok((Via::Logical, Some("--via logical".into()))),
         None => {
             let tablespace_block = match listing {
-                Ok(list) => tablespace::reachable(source, list).err(),
+                Ok(list) => tablespace::reachable(source, list, flavour).err(),
                 Err(e) => Some(format!("{e:#}")),
             };
             match (tablespace_block, clone_block) {
@@ -442,20 +458,38 @@ pub fn bake(
             dump::load(&target, path, req, &mut phases, &mut summary)?;
         }
         (BakeSource::Live { .. }, Some((url, mut source, path, listing))) => {
-            if path == Via::Clone {
+            let mut verifier = None;
+            let mut moment = verify::Moment::Same;
+            let tables = if path == Via::Clone {
                 if !req.databases.is_empty() {
                     clone::keep_only(&target, &req.databases)?;
                 }
                 summary.databases = req.databases.clone();
+                if req.verify {
+                    // CLONE's moment is its own: compare with the source as it is now.
+                    moment = verify::Moment::Later;
+                    verifier =
+                        snapshot::open(&url, 0, true, snapshot::Freeze::GlobalReadLock)?.verifier;
+                }
+                if req.verify {
+                    Some(listing?)
+                } else {
+                    None
+                }
             } else {
                 let tables = listing?;
                 summary.databases = tables.databases.clone();
                 summary.tables = tables.tables.len();
+                let mut tconn = target.conn()?;
+                session(&mut tconn, TARGET_SESSION)?;
+                copy::create_databases(&mut source, &mut tconn, &tables.databases)?;
+                objects::create_sequences(&mut source, &mut tconn, &tables.sequences)?;
                 if path == Via::Tablespace {
-                    let source_datadir = tablespace::reachable(&mut source, &tables)
+                    let source_datadir = tablespace::reachable(&mut source, &tables, &flavour)
                         .map_err(|why| anyhow!("the tablespace path no longer applies: {why}"))?;
-                    tablespace::import(
+                    verifier = tablespace::import(
                         &target,
+                        &mut source,
                         &url,
                         &source_datadir,
                         &tables,
@@ -464,7 +498,29 @@ pub fn bake(
                         &mut summary,
                     )?;
                 } else {
-                    copy::copy(&target, &url, &tables, req, &mut phases, &mut summary)?;
+                    let snap = snapshot::open(
+                        &url,
+                        req.jobs.max(1),
+                        req.verify,
+                        snapshot::Freeze::GlobalReadLock,
+                    )?;
+                    if !snap.consistent {
+                        progress.note(
+                            "the source user lacks RELOAD: each reader has its own moment, and \
+                             tables written during the bake may not match each other",
+                        );
+                        moment = verify::Moment::Later;
+                    }
+                    verifier = snap.verifier;
+                    copy::copy(
+                        &target,
+                        &mut source,
+                        snap.readers,
+                        &tables.tables,
+                        req,
+                        &mut phases,
+                        &mut summary,
+                    )?;
                 }
                 phases.start("views, routines, triggers, events", 0);
                 objects::copy_objects(
@@ -473,11 +529,19 @@ pub fn bake(
                     &tables.databases,
                     req.with_users,
                 )?;
-                if req.verify {
-                    phases.start("verify", 0);
-                    summary.verified_tables =
-                        Some(copy::verify(&mut source, &mut target.conn()?, &tables)?);
+                Some(tables)
+            };
+            if let (Some(mut verifier), Some(tables)) = (verifier, tables) {
+                phases.start("verify", 0);
+                // Tests prove --verify can fail: SQL that spoils the copy first.
+                #[cfg(feature = "testing")]
+                if let Ok(spoil) = std::env::var("DB_BRANCH_TEST_BEFORE_VERIFY") {
+                    target.run_statements(&[spoil])?;
                 }
+                let v = verify::verify(&mut verifier, &mut target.conn()?, &tables, moment)?;
+                summary.verified_tables = Some(v.tables);
+                summary.verified_objects = Some(v.objects);
+                summary.verified_by = Some(v.by);
             }
         }
         (BakeSource::Live { .. }, None) => unreachable!("a live source was looked at above"),

@@ -3,6 +3,7 @@
 //! definers of the rest) when `--with-users` asks for them.
 
 use super::quote;
+use crate::server::conn::sql_string;
 use anyhow::{Context, Result};
 use mysql::prelude::Queryable;
 
@@ -34,56 +35,129 @@ pub fn copy_objects(
             (db,),
         )?;
         for (name, kind) in routines {
-            recreate(source, target, &kind, db, &name, 2)?;
+            recreate(source, target, &kind, db, &name)?;
         }
         let triggers: Vec<String> = source.exec(
             "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? ORDER BY ACTION_ORDER",
             (db,),
         )?;
         for name in triggers {
-            recreate(source, target, "TRIGGER", db, &name, 2)?;
+            recreate(source, target, "TRIGGER", db, &name)?;
         }
         let events: Vec<String> = source.exec(
             "SELECT EVENT_NAME FROM information_schema.EVENTS WHERE EVENT_SCHEMA = ?",
             (db,),
         )?;
         for name in events {
-            recreate(source, target, "EVENT", db, &name, 3)?;
+            recreate(source, target, "EVENT", db, &name)?;
         }
     }
     Ok(())
 }
 
-/// The statement `SHOW CREATE <kind>` gives for an object (in result column `column`).
+/// Sequences, before the tables (a column's default may take a sequence's next value): as
+/// the source defines them, continuing where the source's would.
+pub fn create_sequences(
+    source: &mut mysql::Conn,
+    target: &mut mysql::Conn,
+    sequences: &[super::copy::Table],
+) -> Result<()> {
+    for s in sequences {
+        target.query_drop(format!("USE {}", quote(&s.schema)))?;
+        recreate(source, target, "SEQUENCE", &s.schema, &s.name)?;
+        let next: Option<i64> = source.query_first(format!(
+            "SELECT next_not_cached_value FROM {}",
+            s.qualified()
+        ))?;
+        if let Some(next) = next {
+            target
+                .query_drop(format!("SELECT SETVAL({}, {next}, 0)", s.qualified()))
+                .with_context(|| format!("setting sequence {} to {next}", s.label()))?;
+        }
+    }
+    Ok(())
+}
+
+/// What `SHOW CREATE <kind>` says of an object: its statement and the session it was
+/// defined in.
+struct Definition {
+    statement: String,
+    /// `SET SESSION …` assignments that recreate that session (as mysqldump writes them):
+    /// sql_mode and time zone change what a routine or event does.
+    session: Vec<String>,
+}
+
 fn show_create(
     source: &mut mysql::Conn,
     kind: &str,
     db: &str,
     name: &str,
-    column: usize,
-) -> Result<Option<String>> {
+) -> Result<Option<Definition>> {
     let row: Option<mysql::Row> =
         source.query_first(format!("SHOW CREATE {kind} {}.{}", quote(db), quote(name)))?;
-    Ok(row
-        .and_then(|r| r.get::<Option<String>, _>(column))
-        .flatten())
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let column = |wanted: &dyn Fn(&str) -> bool| -> Option<String> {
+        let i = row
+            .columns_ref()
+            .iter()
+            .position(|c| wanted(&c.name_str()))?;
+        row.get::<Option<String>, _>(i).flatten()
+    };
+    let Some(statement) = column(&|n| n.starts_with("Create ") || n == "SQL Original Statement")
+    else {
+        return Ok(None);
+    };
+    let mut session = Vec::new();
+    if let Some(mode) = column(&|n| n == "sql_mode") {
+        session.push(format!("sql_mode = {}", sql_string(&mode)));
+    }
+    if let Some(zone) = column(&|n| n == "time_zone") {
+        session.push(format!("time_zone = {}", sql_string(&zone)));
+    }
+    // Our connection sends UTF-8: a character set that reads UTF-8 the same is kept, so
+    // the object records the client it was made with; others would garble the text.
+    if let Some(cs) = column(&|n| n == "character_set_client") {
+        if ["utf8mb4", "utf8mb3", "utf8", "ascii"].contains(&cs.as_str()) {
+            session.push(format!("character_set_client = {}", sql_string(&cs)));
+        }
+    }
+    if let Some(collation) = column(&|n| n == "collation_connection") {
+        session.push(format!("collation_connection = {}", sql_string(&collation)));
+    }
+    Ok(Some(Definition { statement, session }))
 }
 
-/// Creates an object on the target as the source defines it.
+/// Creates an object on the target as the source defines it, in the session it was
+/// defined in.
 fn recreate(
     source: &mut mysql::Conn,
     target: &mut mysql::Conn,
     kind: &str,
     db: &str,
     name: &str,
-    column: usize,
 ) -> Result<()> {
-    if let Some(sql) = show_create(source, kind, db, name, column)? {
-        target
-            .query_drop(sql)
-            .with_context(|| format!("creating {} {db}.{name}", kind.to_lowercase()))?;
+    match show_create(source, kind, db, name)? {
+        Some(def) => apply(target, &def)
+            .with_context(|| format!("creating {} {db}.{name}", kind.to_lowercase())),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Runs a definition in its session, and puts the session back.
+fn apply(target: &mut mysql::Conn, def: &Definition) -> Result<()> {
+    if !def.session.is_empty() {
+        target.query_drop(format!("SET SESSION {}", def.session.join(", ")))?;
+    }
+    let created = target.query_drop(&def.statement);
+    if !def.session.is_empty() {
+        target.query_drop(
+            "SET SESSION sql_mode = DEFAULT, time_zone = DEFAULT, \
+             character_set_client = utf8mb4, collation_connection = utf8mb4_general_ci",
+        )?;
+    }
+    Ok(created?)
 }
 
 fn copy_users(source: &mut mysql::Conn, target: &mut mysql::Conn) -> Result<()> {
@@ -119,19 +193,19 @@ fn copy_views(source: &mut mysql::Conn, target: &mut mysql::Conn, db: &str) -> R
         "SELECT TABLE_NAME FROM information_schema.VIEWS WHERE TABLE_SCHEMA = ?",
         (db,),
     )?;
-    let mut pending: Vec<(String, String)> = Vec::new();
+    let mut pending: Vec<(String, Definition)> = Vec::new();
     for name in names {
-        if let Some(sql) = show_create(source, "VIEW", db, &name, 1)? {
-            pending.push((name, sql));
+        if let Some(def) = show_create(source, "VIEW", db, &name)? {
+            pending.push((name, def));
         }
     }
     while !pending.is_empty() {
         let before = pending.len();
         let mut last_error = None;
-        pending.retain(|(name, sql)| match target.query_drop(sql) {
+        pending.retain(|(name, def)| match apply(target, def) {
             Ok(()) => false,
             Err(e) => {
-                last_error = Some(format!("{db}.{name}: {e}"));
+                last_error = Some(format!("{db}.{name}: {}", crate::error::chain_text(&e)));
                 true
             }
         });

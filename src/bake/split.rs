@@ -26,11 +26,104 @@ pub fn int_chunks(min: i128, max: i128, n: usize) -> Vec<(Option<i128>, Option<i
     chunks
 }
 
-/// Statements of a SQL dump, as the `mariadb` client would send them: `;` ends a statement
-/// outside quotes and comments, `DELIMITER` changes the terminator (routines, triggers).
+/// One statement of a SQL dump, as bytes (dumps carry binary data as it is), with where it
+/// started.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Statement {
+    /// 1-based, in the order of the dump.
+    pub number: usize,
+    /// The dump's line the statement starts on.
+    pub line: usize,
+    /// The statement without its delimiter.
+    pub text: Vec<u8>,
+}
+
+impl Statement {
+    /// Its first `n` characters after any leading comments, for messages (bytes that are
+    /// not UTF-8 shown as �).
+    pub fn excerpt(&self, n: usize) -> String {
+        let text = String::from_utf8_lossy(&self.text[..self.text.len().min(n * 8 + 4096)]);
+        let one_line: String = skip_comments(&text)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if one_line.chars().count() > n {
+            format!("{}…", one_line.chars().take(n).collect::<String>())
+        } else {
+            one_line
+        }
+    }
+
+    /// Its leading words, upper-cased, with versioned comments (`/*!50003 …`) opened and
+    /// plain comments skipped: `CREATE TABLE`, `USE`, `SET` …
+    pub fn head(&self, words: usize) -> String {
+        let text = String::from_utf8_lossy(&self.text[..self.text.len().min(400)]).into_owned();
+        let mut rest = text.as_str();
+        let mut out = Vec::new();
+        while out.len() < words {
+            rest = rest.trim_start();
+            if let Some(r) = rest.strip_prefix("/*!") {
+                rest = r.trim_start_matches(|c: char| c.is_ascii_digit());
+                continue;
+            }
+            if let Some(r) = rest.strip_prefix("/*") {
+                rest = r.split_once("*/").map_or("", |(_, after)| after);
+                continue;
+            }
+            if let Some(r) = rest.strip_prefix("*/") {
+                rest = r;
+                continue;
+            }
+            if rest.starts_with("--") || rest.starts_with('#') {
+                rest = rest.split_once('\n').map_or("", |(_, after)| after);
+                continue;
+            }
+            let end = rest
+                .find(|c: char| c.is_whitespace() || "(`;*/".contains(c))
+                .unwrap_or(rest.len());
+            if end == 0 {
+                break;
+            }
+            out.push(rest[..end].to_ascii_uppercase());
+            rest = &rest[end..];
+        }
+        out.join(" ")
+    }
+}
+
+/// `text` after its leading comments (`-- …`, `# …`, `/* … */`); a versioned comment
+/// (`/*!50003 …`) is code to the server and stays.
+fn skip_comments(mut text: &str) -> &str {
+    loop {
+        text = text.trim_start();
+        if text.starts_with("--") || text.starts_with('#') {
+            text = text.split_once('\n').map_or("", |(_, after)| after);
+        } else if text.starts_with("/*") && !text.starts_with("/*!") {
+            text = text.split_once("*/").map_or("", |(_, after)| after);
+        } else {
+            return text;
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Code,
+    Quoted(u8),
+    LineComment,
+    BlockComment,
+}
+
+/// Statements of a SQL dump, as the `mysql`/`mariadb` client would send them: the
+/// delimiter (`;`, or what `DELIMITER` sets for routines and triggers) ends a statement
+/// outside quotes and comments. Works on bytes: dumps write BLOBs raw unless `--hex-blob`.
 pub struct Statements<R: std::io::BufRead> {
     input: R,
-    delimiter: String,
+    /// The rest of a line after a statement that ended mid-line.
+    pending: Vec<u8>,
+    delimiter: Vec<u8>,
+    line: usize,
+    number: usize,
     done: bool,
 }
 
@@ -38,77 +131,143 @@ impl<R: std::io::BufRead> Statements<R> {
     pub fn new(input: R) -> Self {
         Statements {
             input,
-            delimiter: ";".into(),
+            pending: Vec::new(),
+            delimiter: b";".to_vec(),
+            line: 0,
+            number: 0,
             done: false,
         }
     }
 }
 
+fn trim(b: &[u8]) -> &[u8] {
+    let start = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &b[start..end.max(start)]
+}
+
 impl<R: std::io::BufRead> Iterator for Statements<R> {
-    type Item = std::io::Result<String>;
+    type Item = std::io::Result<Statement>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
         }
-        let mut stmt = String::new();
-        let mut quote: Option<char> = None;
-        let mut line = String::new();
+        let mut stmt: Vec<u8> = Vec::new();
+        let mut start_line = 0;
+        let mut state = State::Code;
+        let mut line = Vec::new();
         loop {
             line.clear();
-            match self.input.read_line(&mut line) {
+            let read = if self.pending.is_empty() {
+                self.input.read_until(b'\n', &mut line)
+            } else {
+                // Same line as the statement before: its number is already counted.
+                std::mem::swap(&mut line, &mut self.pending);
+                self.line -= 1;
+                Ok(line.len())
+            };
+            match read {
                 Err(e) => return Some(Err(e)),
                 Ok(0) => {
                     self.done = true;
-                    let rest = stmt.trim();
-                    return (!rest.is_empty()).then(|| Ok(rest.to_string()));
+                    let rest = trim(&stmt);
+                    if rest.is_empty() {
+                        return None;
+                    }
+                    self.number += 1;
+                    return Some(Ok(Statement {
+                        number: self.number,
+                        line: start_line,
+                        text: rest.to_vec(),
+                    }));
                 }
-                Ok(_) => {}
+                Ok(_) => self.line += 1,
             }
-            if quote.is_none() && stmt.trim().is_empty() {
-                let t = line.trim();
-                if t.is_empty() || t.starts_with("-- ") || t == "--" || t.starts_with('#') {
+            if state == State::Code && trim(&stmt).is_empty() {
+                let t = trim(&line);
+                if t.is_empty() {
                     continue;
                 }
-                if let Some(d) = t
-                    .strip_prefix("DELIMITER ")
-                    .or_else(|| t.strip_prefix("delimiter "))
-                {
-                    self.delimiter = d.trim().to_string();
+                let lower: Vec<u8> = t.iter().take(10).map(u8::to_ascii_lowercase).collect();
+                if lower.starts_with(b"delimiter ") {
+                    self.delimiter = trim(&t[10..]).to_vec();
                     continue;
                 }
+                stmt.clear();
+                start_line = self.line;
             }
-            // Scan the line for quotes and the delimiter.
-            let chars: Vec<char> = line.chars().collect();
-            let delim: Vec<char> = self.delimiter.chars().collect();
+            let delim = self.delimiter.clone();
             let mut i = 0;
-            while i < chars.len() {
-                let c = chars[i];
-                match quote {
-                    Some(q) => {
+            while i < line.len() {
+                let c = line[i];
+                match state {
+                    State::Quoted(q) => {
                         stmt.push(c);
-                        if c == '\\' && q != '`' && i + 1 < chars.len() {
-                            stmt.push(chars[i + 1]);
+                        if c == b'\\' && q != b'`' && i + 1 < line.len() {
+                            stmt.push(line[i + 1]);
                             i += 1;
                         } else if c == q {
-                            quote = None;
+                            state = State::Code;
                         }
                     }
-                    None => {
-                        if chars[i..].starts_with(&delim) {
-                            let rest: String = chars[i + delim.len()..].iter().collect();
-                            if !rest.trim().is_empty() {
-                                // Several statements on one line: keep the rest for later.
-                                // Dumps never do this; scripts rarely do. Join it back.
-                                stmt.push_str(&self.delimiter);
-                                stmt.push_str(&rest);
-                                i = chars.len();
+                    State::LineComment => {
+                        stmt.push(c);
+                        if c == b'\n' {
+                            state = State::Code;
+                        }
+                    }
+                    State::BlockComment => {
+                        stmt.push(c);
+                        if c == b'*' && line.get(i + 1) == Some(&b'/') {
+                            stmt.push(b'/');
+                            i += 1;
+                            state = State::Code;
+                        }
+                    }
+                    State::Code => {
+                        if line[i..].starts_with(&delim) {
+                            let rest = trim(&line[i + delim.len()..]);
+                            let text = trim(&stmt).to_vec();
+                            if text.is_empty() {
+                                // A lone delimiter: nothing to send.
+                                stmt.clear();
+                                i += delim.len();
                                 continue;
                             }
-                            return Some(Ok(stmt.trim().to_string()));
+                            if !rest.is_empty() {
+                                // More on the same line: it starts the next statement.
+                                self.pending = line[i + delim.len()..].to_vec();
+                            }
+                            self.number += 1;
+                            return Some(Ok(Statement {
+                                number: self.number,
+                                line: start_line,
+                                text,
+                            }));
                         }
-                        if c == '\'' || c == '"' || c == '`' {
-                            quote = Some(c);
+                        if c == b'\'' || c == b'"' || c == b'`' {
+                            state = State::Quoted(c);
+                        } else if c == b'#'
+                            || (c == b'-'
+                                && line.get(i + 1) == Some(&b'-')
+                                && line.get(i + 2).is_none_or(|n| n.is_ascii_whitespace()))
+                        {
+                            state = State::LineComment;
+                        } else if c == b'/' && line.get(i + 1) == Some(&b'*') {
+                            // Versioned comments (`/*!50003 … */`) are code to the server, but
+                            // a delimiter inside one still does not end the statement.
+                            state = State::BlockComment;
+                            stmt.push(c);
+                            stmt.push(b'*');
+                            i += 2;
+                            continue;
                         }
                         stmt.push(c);
                     }
@@ -118,7 +277,6 @@ impl<R: std::io::BufRead> Iterator for Statements<R> {
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,7 +298,7 @@ mod tests {
     fn dump_statements_split_on_delimiters_outside_quotes() {
         let dump = "-- comment\n/*!40101 SET NAMES utf8mb4 */;\nCREATE TABLE `t` (\n  `a` int\n);\nINSERT INTO `t` VALUES (1),(2);\nINSERT INTO `t` VALUES ('a;b'),('it''s'),('x\\';y');\nDELIMITER ;;\nCREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW BEGIN SET @x = 1; END ;;\nDELIMITER ;\nSELECT 1;\n";
         let s: Vec<String> = Statements::new(dump.as_bytes())
-            .map(|r| r.unwrap())
+            .map(|r| String::from_utf8(r.unwrap().text).unwrap())
             .collect();
         assert_eq!(s.len(), 6, "{s:#?}");
         assert!(s[1].starts_with("CREATE TABLE") && s[1].ends_with(')'));
@@ -151,5 +309,50 @@ mod tests {
             s[4]
         );
         assert_eq!(s[5], "SELECT 1");
+    }
+
+    #[test]
+    fn statements_are_bytes_with_their_number_and_line() {
+        let mut dump = b"INSERT INTO b VALUES ('".to_vec();
+        dump.extend((0u8..=255).filter(|&b| b != b'\'' && b != b'\\'));
+        dump.extend_from_slice(b"');\nSELECT 1; SELECT 2;\n\n-- x\nSELECT\n 3;");
+        let s: Vec<Statement> = Statements::new(&dump[..]).map(|r| r.unwrap()).collect();
+        assert_eq!(s.len(), 4, "{s:#?}");
+        assert_eq!(s[0].text.len(), 23 + 254 + 2);
+        // The bytes include a newline: the INSERT spans lines 1 and 2.
+        assert_eq!(
+            (s[1].number, s[1].line, &s[1].text[..]),
+            (2, 3, &b"SELECT 1"[..])
+        );
+        assert_eq!(
+            (s[2].number, s[2].line, &s[2].text[..]),
+            (3, 3, &b"SELECT 2"[..])
+        );
+        assert_eq!((s[3].number, s[3].line), (4, 5));
+        assert_eq!(s[3].head(1), "SELECT");
+        assert!(s[0].excerpt(20).ends_with('…'));
+    }
+
+    #[test]
+    fn heads_skip_comments_and_open_versioned_ones() {
+        let st = |t: &str| Statement {
+            number: 1,
+            line: 1,
+            text: t.as_bytes().to_vec(),
+        };
+        assert_eq!(st("/*!40101 SET NAMES utf8mb4 */").head(2), "SET NAMES");
+        assert_eq!(
+            st("/*M!999999\\- enable the sandbox mode */\n-- x\nCREATE TABLE `t` (").head(2),
+            "CREATE TABLE"
+        );
+        assert_eq!(st("USE `shop`").head(1), "USE");
+        assert_eq!(
+            st("--\n-- Sequence structure for `s`\n--\n\nDROP SEQUENCE IF EXISTS `s`").excerpt(200),
+            "DROP SEQUENCE IF EXISTS `s`"
+        );
+        assert_eq!(
+            st("/*!50003 CREATE*/ /*!50017 DEFINER=`root`@`localhost`*/").excerpt(12),
+            "/*!50003 CRE…"
+        );
     }
 }

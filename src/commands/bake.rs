@@ -15,6 +15,7 @@ pub fn run(host: &Host, args: &BakeArgs) -> Result<()> {
         verify: args.verify,
         jobs: args.jobs,
         with_users: args.with_users,
+        into: args.into.clone(),
     };
     let baked = bake(host, &opts)?;
     host.printer.emit(&BakeReport {

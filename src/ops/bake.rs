@@ -23,6 +23,8 @@ pub struct BakeOptions {
     pub jobs: Option<usize>,
     /// Keep the source's accounts.
     pub with_users: bool,
+    /// The database a single-database dump goes into.
+    pub into: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -61,8 +63,33 @@ fn validate(host: &Host, opts: &BakeOptions) -> Result<()> {
             )));
         }
     }
+    if let Some(db) = &opts.into {
+        if !matches!(opts.source, BakeSource::Dump(_)) {
+            return Err(usage(
+                "--into names the database of a single-database dump; use it with file: sources",
+            ));
+        }
+        check_database_name(db)?;
+    }
     if opts.jobs == Some(0) {
         return Err(usage("--jobs must be at least 1"));
+    }
+    Ok(())
+}
+
+/// A database name the server accepts as a directory name of its own.
+fn check_database_name(db: &str) -> Result<()> {
+    let bad = db.is_empty()
+        || db.chars().count() > 64
+        || db.ends_with(' ')
+        || db
+            .chars()
+            .any(|c| matches!(c, '/' | '\\' | '.' | '\0') || c.is_control());
+    if bad {
+        return Err(usage(format!(
+            "--into {db:?} is not a database name: 1 to 64 characters, without / \\ . or a \
+             trailing space"
+        )));
     }
     Ok(())
 }
@@ -93,6 +120,7 @@ pub fn bake(host: &Host, opts: &BakeOptions) -> Result<Baked> {
             work,
             cancel: &cancel,
             with_users: opts.with_users,
+            into: opts.into.clone(),
         };
         let summary = host.baker.bake(&req, &progress);
         progress.finish();
@@ -124,6 +152,7 @@ mod tests {
             verify: false,
             jobs: None,
             with_users: false,
+            into: None,
         }
     }
 
@@ -171,6 +200,21 @@ mod tests {
                     ..opts("mysql://u@h:1")
                 },
                 "--jobs",
+            ),
+            (
+                BakeOptions {
+                    into: Some("shop".into()),
+                    ..opts("mysql://u@h:1")
+                },
+                "file: sources",
+            ),
+            (
+                BakeOptions {
+                    into: Some("a/b".into()),
+                    source: BakeSource::Dump("/etc/hostname".into()),
+                    ..opts("mysql://u@h:1")
+                },
+                "not a database name",
             ),
             (
                 BakeOptions {

@@ -6,6 +6,7 @@
 //! `oneoff` ← `real`; the baker (`crate::bake`) uses `oneoff`, `conn` and `flavour`.
 
 pub mod binary;
+pub mod client;
 pub mod conn;
 pub mod flavour;
 pub mod oneoff;

@@ -3,6 +3,7 @@
 //! full purge so the datadir it leaves is clean.
 
 use super::binary::ServerBinary;
+use super::client::ClientFeed;
 use super::conn;
 use super::flavour::Flavour;
 use super::options::{render, ServerSpec};
@@ -12,7 +13,7 @@ use crate::values::ByteSize;
 use anyhow::{anyhow, Context, Result};
 use mysql::prelude::Queryable;
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -64,7 +65,7 @@ impl<'a> OneOff<'a> {
             profile: crate::config::Profile::Test,
             branch_options: [
                 // Bulk loads: many rows per statement, big sort buffers for index builds.
-                "max-allowed-packet=256M",
+                "max-allowed-packet=1G",
                 "innodb-sort-buffer-size=64M",
             ]
             .iter()
@@ -144,26 +145,7 @@ impl<'a> OneOff<'a> {
             ),
             size,
         );
-        let program = self.binary.client_program();
-        let mut cmd = Command::new(&program);
-        cmd.arg("--no-defaults")
-            .arg(format!("--socket={}", self.spec.socket.display()))
-            .arg("--user=root")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let line = crate::exec::command_line(&cmd);
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("starting {}", program.display()))?;
-        let mut stdin = child.stdin.take().expect("piped");
-        let mut stderr = child.stderr.take().expect("piped");
-        // Read stderr meanwhile, so a chatty client cannot block on a full pipe.
-        let errors = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = stderr.read_to_end(&mut buf);
-            buf
-        });
+        let mut client = self.client(false, None)?;
         let mut buf = vec![0u8; 1 << 20];
         let fed = loop {
             let n = match input.read(&mut buf) {
@@ -172,24 +154,26 @@ impl<'a> OneOff<'a> {
                 Err(e) => break Err(e),
             };
             // The client stops reading at the first error: its exit status tells.
-            if stdin.write_all(&buf[..n]).is_err() {
+            if !client.write(&buf[..n]) {
                 break Ok(());
             }
             progress.advance(n as u64, "");
         };
-        drop(stdin);
-        let status = child.wait()?;
-        let stderr = errors.join().unwrap_or_default();
+        let finished = client.finish(&file.display().to_string());
         fed.with_context(|| format!("reading {}", file.display()))?;
-        if !status.success() {
-            return Err(crate::exec::CommandError {
-                command: format!("{line} < {}", file.display()),
-                status: status.to_string(),
-                stderr_tail: crate::exec::tail(&stderr),
-            })
-            .with_context(|| format!("running SQL file {}", file.display()));
-        }
-        Ok(())
+        finished
+            .map_err(|f| f.error)
+            .with_context(|| format!("running SQL file {}", file.display()))
+    }
+
+    /// The server's client program, connected as root and reading from us.
+    pub fn client(&self, binary_mode: bool, delimiter: Option<&str>) -> Result<ClientFeed> {
+        ClientFeed::start(
+            &self.binary.client_program(),
+            &self.spec.socket,
+            binary_mode,
+            delimiter,
+        )
     }
 
     /// A plain shutdown (a scratch server whose datadir is thrown away).

@@ -149,6 +149,15 @@ impl TestEnv {
         self.run_at(None, args)
     }
 
+    /// db-branch with `args` against this root, to add to (environment, stdin) and run.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin());
+        cmd.args(args)
+            .env("DB_BRANCH_CONFIG", &self.config)
+            .stdin(std::process::Stdio::null());
+        cmd
+    }
+
     /// Runs db-branch with its stdout a pipe nobody reads any more (`| head -1` gone).
     pub fn run_into_closed_pipe(&self, args: &[&str]) -> Output {
         let (read, write) = nix::unistd::pipe().expect("pipe");

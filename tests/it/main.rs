@@ -8,6 +8,7 @@
 mod bake;
 mod ci_recipes;
 mod cli;
+mod fidelity;
 mod generated;
 mod hostile;
 mod idle_ttl;
