@@ -5,8 +5,8 @@
 //!   sudo scripts/bench bake        (installs mydumper; MariaDB 10.11, the host's server)
 //!
 //! Environment:
-//!   DBB_BENCH_SCALES   sample-sql scales, comma-separated (default 4,15,60: about 0.3, 1
-//!                      and 4 GB of data and indexes; 150 is about 10 GB)
+//!   DBB_BENCH_SCALES   sample-sql scales, comma-separated (default 6,21,83: about 0.3, 1
+//!                      and 4 GB of data and indexes, ~48 MB per unit; 208 is about 10 GB)
 //!   DBB_BENCH_TABLES   tables of the many-tables point (default 10000; 0 leaves it out)
 //!   DBB_BENCH_RUNS     runs of each bake per point (default 1); peers run once
 //!   DBB_BENCH_IMAGE    size of the btrfs image (default 64G; sparse)
@@ -250,7 +250,7 @@ fn many_tables_sql(tables: usize, file: &Path) {
 
 fn main() {
     let scales: Vec<u32> = std::env::var("DBB_BENCH_SCALES")
-        .unwrap_or_else(|_| "4,15,60".into())
+        .unwrap_or_else(|_| "6,21,83".into())
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();

@@ -73,6 +73,9 @@ pub enum Command {
     MigrateCheck(MigrateCheckArgs),
     /// Build a new baseline generation from a live server, a SQL dump or a datadir
     Bake(BakeArgs),
+    /// Pools of pristine branches that parallel test workers claim in milliseconds
+    #[command(subcommand)]
+    Pool(PoolCommand),
     /// Print a shell completion script
     Completions {
         /// bash, zsh, fish, elvish or powershell
@@ -350,4 +353,98 @@ impl BakeArgs {
             self.via
         }
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PoolCommand {
+    /// Make a pool of ready branches (idempotent; slots the memory guard refuses are
+    /// reported)
+    Create(PoolCreateArgs),
+    /// List pools: slots ready, claimed and being recycled
+    List,
+    /// Show a pool's slots and who holds the claimed ones
+    Status(PoolNameArg),
+    /// Change a pool's number of slots
+    Resize(PoolResizeArgs),
+    /// Delete a pool and every slot, claimed ones too (asks first; --yes without a terminal)
+    Delete(PoolNameArg),
+    /// Claim a pristine slot and print its connection details; it is yours until you
+    /// release it or the claiming process exits
+    Claim(PoolClaimArgs),
+    /// Give a claimed slot back: it is reset in the background and ready again
+    Release(PoolReleaseArgs),
+    /// Claim a slot, run COMMAND with its connection details in the environment, release
+    /// it; exits with COMMAND's status
+    Run(PoolRunArgs),
+    /// Run a pool's recycler (started by the other pool commands when none runs)
+    #[command(hide = true)]
+    Recycle(PoolNameArg),
+}
+
+#[derive(Debug, Args)]
+pub struct PoolNameArg {
+    /// Pool name
+    pub name: crate::ops::pool::PoolName,
+}
+
+#[derive(Debug, Args)]
+pub struct PoolCreateArgs {
+    /// Pool name (its slots are branches NAME-1, NAME-2, …)
+    pub name: crate::ops::pool::PoolName,
+    /// Number of slots
+    #[arg(long, value_name = "N")]
+    pub size: usize,
+    /// Baseline generation of every slot [default: the newest when each slot is made]
+    #[arg(long, value_name = "GEN")]
+    pub baseline: Option<Generation>,
+    /// InnoDB buffer pool of each slot [default: mysqld.buffer_pool]
+    #[arg(long, value_name = "SIZE", value_parser = buffer_pool)]
+    pub buffer_pool: Option<ByteSize>,
+    /// test (fast, the default) or durable
+    #[arg(long, value_enum)]
+    pub profile: Option<crate::config::Profile>,
+}
+
+#[derive(Debug, Args)]
+pub struct PoolResizeArgs {
+    /// Pool name
+    pub name: crate::ops::pool::PoolName,
+    /// The new number of slots
+    #[arg(long, value_name = "N")]
+    pub size: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct PoolClaimArgs {
+    /// Pool name
+    pub name: crate::ops::pool::PoolName,
+    /// Wait this long for a slot when none is ready [default: do not wait; exit 75]
+    #[arg(long, value_name = "DURATION")]
+    pub wait: Option<Duration>,
+    /// The process whose exit ends the claim [default: the one that ran this command]
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// How to print the connection details
+    #[arg(long, value_enum, default_value_t = EnvFormat::Shell)]
+    pub format: EnvFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct PoolReleaseArgs {
+    /// Pool name
+    pub name: crate::ops::pool::PoolName,
+    /// The slot number `claim` printed (DB_BRANCH_POOL_SLOT)
+    pub slot: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct PoolRunArgs {
+    /// Pool name
+    pub name: crate::ops::pool::PoolName,
+    /// Wait this long for a slot when none is ready [default: do not wait; exit 75]
+    #[arg(long, value_name = "DURATION")]
+    pub wait: Option<Duration>,
+    /// The command, after `--`, with the slot's connection details in its environment
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }

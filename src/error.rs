@@ -30,6 +30,9 @@ pub enum Kind {
     Failed,
     /// Our reader went away (`db-branch list | head -1`): not an error for anyone.
     BrokenPipe,
+    /// A command db-branch ran for the user (`pool run -- CMD`) exited with this status:
+    /// passed on as ours.
+    Exited(u8),
 }
 
 impl Kind {
@@ -40,6 +43,7 @@ impl Kind {
             Kind::Permission => EXIT_PERMISSION,
             Kind::Failed => EXIT_FAILURE,
             Kind::BrokenPipe => EXIT_OK,
+            Kind::Exited(code) => code,
         }
     }
 }

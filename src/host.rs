@@ -32,6 +32,9 @@ pub struct Host {
     pub printer: Printer,
     /// `--yes`: destructive commands do not ask.
     pub assume_yes: bool,
+    /// The config file when it is not the default one: helpers started in the background
+    /// must read the same.
+    pub config_file: Option<std::path::PathBuf>,
 }
 
 /// Unix socket paths (`sun_path`) hold 107 bytes and a terminating NUL.
@@ -116,6 +119,7 @@ impl Host {
             clock: Arc::from(crate::clock::from_env()?),
             printer,
             assume_yes: false,
+            config_file: config_path.map(|p| p.to_path_buf()),
             config,
         })
     }

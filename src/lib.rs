@@ -44,6 +44,11 @@ fn command_name(command: &Command) -> String {
         Command::Baseline(BaselineCommand::Create(_)) => return "baseline create".into(),
         Command::Baseline(BaselineCommand::List) => return "baseline list".into(),
         Command::Baseline(BaselineCommand::Prune) => return "baseline prune".into(),
+        Command::Pool(p) => {
+            let variant = format!("{p:?}");
+            let variant = variant.split(['(', ' ', '{']).next().unwrap_or_default();
+            return format!("pool {}", variant.to_ascii_lowercase());
+        }
         other => format!("{other:?}"),
     };
     let variant = sub.split(['(', ' ', '{']).next().unwrap_or_default();

@@ -14,6 +14,7 @@ pub mod gc;
 pub mod init;
 pub mod list;
 pub mod migrate_check;
+pub mod pool;
 pub mod protect;
 pub mod reset;
 pub mod start;
@@ -51,6 +52,7 @@ pub fn dispatch(host: &Host, command: &Command) -> Result<()> {
         Command::Unprotect(a) => unprotect::run(host, a),
         Command::MigrateCheck(a) => migrate_check::run(host, a),
         Command::Bake(a) => bake::run(host, a),
+        Command::Pool(p) => pool::dispatch(host, p),
         Command::Doctor(_) | Command::Completions { .. } => {
             unreachable!("run without a host by lib::run")
         }

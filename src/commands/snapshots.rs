@@ -48,6 +48,9 @@ fn settings(sim: &SimHost) -> insta::Settings {
     s.add_filter(r#""owner": "[^"]*""#, r#""owner": "[USER]""#);
     s.add_filter(r"(?m)^owner: +\S+$", "owner:    [USER]");
     s.add_filter(r"\(systemd (not )?running\)", "(systemd [RUNNING OR NOT])");
+    // Which process holds a pool's claim.
+    s.add_filter(r#""holder": [0-9]+"#, r#""holder": "[PID]""#);
+    s.add_filter(r"pid [0-9]+", "pid [PID]");
     s.set_prepend_module_to_snapshot(false);
     s
 }
@@ -175,4 +178,30 @@ fn migrate_check() {
         "migrate-check --branch mc --format markdown -- true",
     );
     settings(&sim).bind(|| insta::assert_snapshot!("migrate-check.md", md));
+}
+
+#[test]
+fn pool_commands() {
+    let mut sim = sim_host();
+    both(&mut sim, "pool-create", "pool create ci --size 2");
+    // The claimant is this test process (a slot's lease needs a live holder).
+    let me = std::process::id();
+    let claim = run(
+        &mut sim,
+        false,
+        &format!("pool claim ci --pid {me} --format dotenv"),
+    );
+    let claimed_json = run(&mut sim, true, &format!("pool claim ci --pid {me}"));
+    both(&mut sim, "pool-list", "pool list");
+    let status = run(&mut sim, true, "pool status ci");
+    both(&mut sim, "pool-release", "pool release ci 1");
+    both(&mut sim, "pool-delete", "--yes pool delete ci");
+    let mut s = settings(&sim);
+    s.add_filter(&format!(r"\b{me}\b"), "[PID]");
+    s.add_filter(r#""claimed_at": "[^"]*""#, r#""claimed_at": "[TIME]""#);
+    s.bind(|| {
+        insta::assert_snapshot!("pool-claim.dotenv", claim);
+        insta::assert_snapshot!("pool-claim.json", claimed_json);
+        insta::assert_snapshot!("pool-status.json", status);
+    });
 }

@@ -136,6 +136,9 @@ pub fn report(host: &Host, config_note: &str) -> DoctorReport {
         ));
     }
     checks.push(Check::ok("branches", format!("{} recorded", records.len())));
+    if let Some(check) = pools_check(host) {
+        checks.push(check);
+    }
     DoctorReport {
         checks,
         available_memory_bytes: available,
@@ -145,6 +148,52 @@ pub fn report(host: &Host, config_note: &str) -> DoctorReport {
         free_ports,
         findings: Vec::new(),
     }
+}
+
+/// The pools and whether their recyclers run (a pool without one hands out no recycled
+/// slots until the next pool command starts it). None without pools.
+fn pools_check(host: &Host) -> Option<Check> {
+    let pools = match crate::ops::pool::manage::all(host) {
+        Ok(p) if p.is_empty() => return None,
+        Ok(p) => p,
+        Err(e) => {
+            return Some(Check::warn(
+                "pools",
+                format!("cannot read the pools: {}", crate::error::chain_text(&e)),
+            ))
+        }
+    };
+    let idle: Vec<String> = pools
+        .iter()
+        .filter(|p| !p.recycler && p.recycling > 0)
+        .map(|p| p.name.to_string())
+        .collect();
+    let detail = pools
+        .iter()
+        .map(|p| {
+            format!(
+                "{} ({} ready, {} claimed, {} recycling; recycler {})",
+                p.name,
+                p.ready,
+                p.claimed,
+                p.recycling,
+                if p.recycler { "running" } else { "not running" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    Some(if idle.is_empty() {
+        Check::ok("pools", detail)
+    } else {
+        Check::warn(
+            "pools",
+            format!(
+                "{detail} — slots wait for a recycler in {}: any `db-branch pool` command for \
+                 it starts one",
+                idle.join(", ")
+            ),
+        )
+    })
 }
 
 /// The report, and the orphans (repaired with `repair`) when they can be looked for.
@@ -356,12 +405,12 @@ mod tests {
     #[test]
     fn counts_branches_that_fit() {
         let sim = sim_host();
-        // 8 GiB available, 300 MiB headroom, 224 MiB per MariaDB branch (128 + 96).
+        // 8 GiB available, 300 MiB headroom, 320 MiB per MariaDB branch (128 + 192).
         let r = report(&sim.host, "defaults");
-        assert_eq!(r.per_branch_bytes, 224 << 20);
+        assert_eq!(r.per_branch_bytes, 320 << 20);
         assert_eq!(
             r.branches_that_fit,
-            ((8u64 << 30) - (300 << 20)) / (224 << 20)
+            ((8u64 << 30) - (300 << 20)) / (320 << 20)
         );
         // A running branch that may still grow owes memory: one fewer fits.
         crate::ops::create::create(
@@ -370,10 +419,10 @@ mod tests {
         )
         .unwrap();
         let r = report(&sim.host, "defaults");
-        assert_eq!(r.memory.unwrap().owed(), (224 - 50) << 20);
+        assert_eq!(r.memory.unwrap().owed(), (320 - 50) << 20);
         assert_eq!(
             r.branches_that_fit,
-            ((8u64 << 30) - (300 << 20) - (174 << 20)) / (224 << 20)
+            ((8u64 << 30) - (300 << 20) - (270 << 20)) / (320 << 20)
         );
         assert_eq!(r.free_ports, 599, "the branch holds one port");
         sim.memory.set_available(100 << 20);

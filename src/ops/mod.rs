@@ -16,6 +16,7 @@ pub mod gc;
 pub mod init;
 pub mod launch;
 pub mod migrate_check;
+pub mod pool;
 pub mod power;
 pub mod record;
 pub mod reset;

@@ -28,6 +28,9 @@ pub enum IdleAction {
     NotRunning,
     /// Another invocation holds the branch: skipped rather than waited for.
     Busy,
+    /// A pool's slot: kept running, ready to be claimed.
+    #[serde(rename = "pool slot")]
+    PoolSlot,
     Error,
 }
 
@@ -76,6 +79,10 @@ pub fn stop_idle(host: &Host, opts: &StopIdleOptions) -> Result<Vec<IdleRow>> {
         let Some(mut record) = records::load(&host.layout, &name)? else {
             continue;
         };
+        if record.labels.contains_key(crate::ops::pool::POOL_LABEL) {
+            rows.push(row(name.as_str(), IdleAction::PoolSlot));
+            continue;
+        }
         let l = launch(host, &name);
         if record.phase != crate::branch::Phase::Ready || !host.services.state(&l)?.is_up() {
             rows.push(row(name.as_str(), IdleAction::NotRunning));

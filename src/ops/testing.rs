@@ -63,6 +63,7 @@ pub fn sim_host() -> SimHost {
         clock: clock.clone(),
         printer: Printer::new(false, true),
         assume_yes: true,
+        config_file: None,
         config,
     };
     SimHost {

@@ -2,6 +2,7 @@
 //! built-in supervisor for hosts without systemd, and an in-memory one for unit tests.
 
 pub mod cgroup;
+pub mod detached;
 pub mod kmsg;
 pub mod process;
 pub mod sim;
@@ -86,6 +87,9 @@ pub trait ServiceManager: Send + Sync {
     fn readiness(&self) -> Vec<crate::check::Check> {
         Vec::new()
     }
+    /// Starts a helper of db-branch's own (a pool's recycler: `db-branch ARGS…`) that
+    /// outlives this invocation, its output appended to `log`.
+    fn start_helper(&self, args: &[String], log: &std::path::Path) -> Result<()>;
     /// Branches whose server this manager is running (or has failed), records or not:
     /// `doctor` compares them with the records to find orphans.
     fn running_branches(&self) -> Result<Vec<BranchName>>;

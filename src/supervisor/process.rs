@@ -286,6 +286,10 @@ impl ServiceManager for ProcessSupervisor {
         Ok(self.live_pid(launch).map(|p| p.as_raw() as u32))
     }
 
+    fn start_helper(&self, args: &[String], log: &std::path::Path) -> Result<()> {
+        super::detached::spawn(args, log)
+    }
+
     fn running_branches(&self) -> Result<Vec<crate::branch::BranchName>> {
         let mut names: Vec<crate::branch::BranchName> = server_processes()
             .into_iter()

@@ -18,6 +18,8 @@ pub struct SimServiceState {
     pub kills: usize,
     pub stops: usize,
     pub fail_start: bool,
+    /// `start_helper` calls, by arguments.
+    pub helpers: Vec<Vec<String>>,
 }
 
 impl SimServices {
@@ -72,6 +74,11 @@ impl ServiceManager for SimServices {
     fn main_pid(&self, launch: &Launch) -> Result<Option<u32>> {
         Ok(self.state(launch)?.is_up().then_some(4242))
     }
+    fn start_helper(&self, args: &[String], _log: &std::path::Path) -> Result<()> {
+        self.state.lock().unwrap().helpers.push(args.to_vec());
+        Ok(())
+    }
+
     fn running_branches(&self) -> Result<Vec<BranchName>> {
         Ok(self
             .state

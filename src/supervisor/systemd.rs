@@ -447,6 +447,10 @@ impl ServiceManager for Systemd {
         Ok(result == "oom-kill" || super::kmsg::oom_killed_in(&self.unit_name(launch), started))
     }
 
+    fn start_helper(&self, args: &[String], log: &std::path::Path) -> Result<()> {
+        super::detached::spawn(args, log)
+    }
+
     fn running_branches(&self) -> Result<Vec<crate::branch::BranchName>> {
         let mgr = self.manager()?;
         let pattern = format!("{}@*.service", self.prefix);

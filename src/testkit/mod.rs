@@ -257,7 +257,20 @@ impl TestEnv {
 impl Drop for TestEnv {
     fn drop(&mut self) {
         // Through the tool first (it knows units and snapshots), then by force, by PID, only
-        // what this test started.
+        // what this test started. Pools first: their recyclers would remake deleted slots.
+        if let Ok(out) = Command::new(bin())
+            .args(["--json", "pool", "list"])
+            .env("DB_BRANCH_CONFIG", &self.config)
+            .output()
+        {
+            if let Ok(serde_json::Value::Array(items)) = serde_json::from_slice(&out.stdout) {
+                for p in items {
+                    if let Some(name) = p["name"].as_str() {
+                        let _ = self.run(&["--yes", "pool", "delete", name]);
+                    }
+                }
+            }
+        }
         if let Ok(out) = Command::new(bin())
             .args(["--json", "list"])
             .env("DB_BRANCH_CONFIG", &self.config)

@@ -9,3 +9,4 @@ pub mod doctor;
 pub mod init;
 pub mod lifecycle;
 pub mod migrate;
+pub mod pool;

@@ -1,0 +1,7 @@
+use crate::cli::PoolNameArg;
+use crate::host::Host;
+use anyhow::Result;
+
+pub fn run(host: &Host, args: &PoolNameArg) -> Result<()> {
+    crate::ops::pool::recycle::run(host, &args.name)
+}

@@ -1,0 +1,505 @@
+//! Making, resizing, deleting and describing pools. Slots are made in parallel through
+//! the ordinary `create` (so the memory guard counts each); a slot the guard refuses is
+//! reported with the guard's reason, and the slots after it are not tried.
+
+use super::slots::{self, State};
+use super::{
+    list, load_spec, pool_dir, recycle, require, save_spec, slot_branch, PoolName, PoolSpec,
+    MAX_SIZE, POOL_LABEL,
+};
+use crate::branch::{Generation, Label, Protection};
+use crate::config::Profile;
+use crate::error::{usage, Error, Kind};
+use crate::host::Host;
+use crate::ops::create::{create, CreateOptions};
+use crate::ops::expiry::ExpiryRequest;
+use crate::ops::record::persist;
+use crate::store::{locks, records};
+use crate::values::ByteSize;
+use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::sync::Mutex;
+
+#[derive(Debug, Clone)]
+pub struct PoolOptions {
+    pub name: PoolName,
+    pub size: usize,
+    pub baseline: Option<Generation>,
+    pub profile: Option<Profile>,
+    pub buffer_pool: Option<ByteSize>,
+}
+
+/// One slot as `pool status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SlotRow {
+    pub slot: usize,
+    pub branch: String,
+    pub state: State,
+    pub port: Option<u16>,
+    /// The claimant's pid (claimed slots).
+    pub holder: Option<u32>,
+    pub claimed_at: Option<DateTime<Utc>>,
+}
+
+/// A pool and its slots.
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolReport {
+    pub name: PoolName,
+    pub size: usize,
+    pub baseline: Option<Generation>,
+    pub ready: usize,
+    pub claimed: usize,
+    pub recycling: usize,
+    /// Whether the recycler process runs.
+    pub recycler: bool,
+    /// Slots the memory guard refused this time (`pool create`, `pool resize`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<usize>,
+    /// The guard's reason, when it refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
+    pub slots: Vec<SlotRow>,
+}
+
+fn pool_lock(host: &Host, pool: &PoolName) -> Result<locks::LockGuard> {
+    locks::lock(
+        &host.layout.locks_dir().join(format!("pool-{pool}.lock")),
+        "pool",
+        host.config.lock_timeout.0,
+        &|holder| {
+            host.printer
+                .note(format!("waiting for {holder} (pool {pool})"))
+        },
+    )
+}
+
+/// Makes slot `n` of a pool: an ordinary branch, labelled, protected, never expiring.
+pub fn make_slot(host: &Host, spec: &PoolSpec, n: usize) -> Result<()> {
+    let name = slot_branch(&spec.name, n);
+    let is_ours =
+        |r: &crate::branch::BranchRecord| r.labels.get(POOL_LABEL) == Some(&spec.name.to_string());
+    if let Some(other) = records::load(&host.layout, &name)?.filter(|r| !is_ours(r)) {
+        return Err(Error::new(
+            Kind::Usage,
+            format!(
+                "branch {name} exists (owned by {}) and is not a slot of pool {}",
+                other.owner, spec.name
+            ),
+        )
+        .hint(format!(
+            "choose another pool name than {}, or delete branch {name}",
+            spec.name
+        ))
+        .into());
+    }
+    let created = create(
+        host,
+        &CreateOptions {
+            baseline: spec.baseline,
+            buffer_pool: spec.buffer_pool,
+            profile: spec.profile,
+            labels: vec![Label {
+                key: POOL_LABEL.into(),
+                value: spec.name.to_string(),
+            }],
+            expiry: ExpiryRequest::Unset,
+            ..CreateOptions::named(name.clone())
+        },
+    )?;
+    let mut record = created.record;
+    let _lock = host.branch_lock(&name)?;
+    record.expires_at = None;
+    record.protection = Some(Protection { until: None });
+    persist(host, &record)
+}
+
+/// Makes the pool's slots that do not exist yet, `jobs` at a time; returns the slots
+/// the memory guard refused and its reason.
+fn fill(
+    host: &Host,
+    spec: &PoolSpec,
+    dir: &std::path::Path,
+) -> Result<(Vec<usize>, Option<String>)> {
+    let existing = slots::all(dir)?;
+    let missing: Vec<usize> = (1..=spec.size)
+        .filter(|n| !existing.contains_key(n))
+        .collect();
+    let queue = Mutex::new(
+        missing
+            .into_iter()
+            .collect::<std::collections::VecDeque<_>>(),
+    );
+    let refused = Mutex::new((Vec::new(), None::<String>));
+    let failed = Mutex::new(None::<anyhow::Error>);
+    let jobs = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(8);
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                let Some(n) = queue.lock().unwrap().pop_front() else {
+                    return;
+                };
+                let mut r = refused.lock().unwrap();
+                if r.1.is_some() || failed.lock().unwrap().is_some() {
+                    // After a refusal or a failure the rest are not tried.
+                    r.0.push(n);
+                    continue;
+                }
+                drop(r);
+                match make_slot(host, spec, n).and_then(|()| slots::add(dir, n, State::Ready)) {
+                    Ok(()) => {}
+                    Err(e) if crate::error::classify(&e).0 == Kind::Refused => {
+                        let mut r = refused.lock().unwrap();
+                        r.0.push(n);
+                        r.1.get_or_insert_with(|| crate::error::chain_text(&e));
+                    }
+                    Err(e) => {
+                        failed.lock().unwrap().get_or_insert(e);
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = failed.into_inner().unwrap() {
+        return Err(e.context(format!(
+            "making the slots of pool {} (run the command again to finish, or `db-branch \
+             pool delete {}`)",
+            spec.name, spec.name
+        )));
+    }
+    let (mut refused, why) = refused.into_inner().unwrap();
+    refused.sort_unstable();
+    Ok((refused, why))
+}
+
+pub fn create_pool(host: &Host, opts: &PoolOptions) -> Result<PoolReport> {
+    if opts.size == 0 || opts.size > MAX_SIZE {
+        return Err(usage(format!(
+            "--size must be between 1 and {MAX_SIZE}, not {}",
+            opts.size
+        )));
+    }
+    host.storage.open()?;
+    let _lock = pool_lock(host, &opts.name)?;
+    let dir = pool_dir(host, &opts.name);
+    let spec = match load_spec(&dir)? {
+        Some(existing) => {
+            if existing.size != opts.size || existing.baseline != opts.baseline {
+                return Err(Error::new(
+                    Kind::Usage,
+                    format!(
+                        "pool {} exists with {} slot(s) of baseline {}",
+                        opts.name,
+                        existing.size,
+                        existing.baseline.map_or("newest".into(), |g| g.to_string())
+                    ),
+                )
+                .hint(format!(
+                    "`db-branch pool resize {} --size {}` changes its size",
+                    opts.name, opts.size
+                ))
+                .into());
+            }
+            existing
+        }
+        None => {
+            let spec = PoolSpec {
+                name: opts.name.clone(),
+                size: opts.size,
+                baseline: opts.baseline,
+                profile: opts.profile,
+                buffer_pool: opts.buffer_pool,
+                created: host.clock.now(),
+            };
+            slots::prepare(&dir)?;
+            save_spec(&dir, &spec)?;
+            spec
+        }
+    };
+    let (refused, refusal) = fill(host, &spec, &dir)?;
+    recycle::ensure_running(host, &spec.name)?;
+    let mut report = status(host, &spec.name)?;
+    report.refused = refused;
+    report.refusal = refusal;
+    Ok(report)
+}
+
+pub fn resize(host: &Host, pool: &PoolName, size: usize) -> Result<PoolReport> {
+    if size == 0 || size > MAX_SIZE {
+        return Err(usage(format!(
+            "--size must be between 1 and {MAX_SIZE}, not {size}"
+        )));
+    }
+    host.storage.open()?;
+    let _lock = pool_lock(host, pool)?;
+    let mut spec = require(host, pool)?;
+    let dir = pool_dir(host, pool);
+    spec.size = size;
+    save_spec(&dir, &spec)?;
+    // Ready slots beyond the size go now; claimed ones when released (the recycler).
+    for n in slots::in_state(&dir, State::Ready)?
+        .into_iter()
+        .filter(|n| *n > size)
+    {
+        if slots::transition(&dir, n, State::Ready, State::Recycling)? {
+            let name = slot_branch(pool, n);
+            let _lock = host.branch_lock(&name)?;
+            crate::ops::discard::discard(host, &name)?;
+            slots::remove(&dir, n)?;
+        }
+    }
+    let (refused, refusal) = fill(host, &spec, &dir)?;
+    recycle::ensure_running(host, pool)?;
+    let mut report = status(host, pool)?;
+    report.refused = refused;
+    report.refusal = refusal;
+    Ok(report)
+}
+
+/// Deletes every slot (claimed ones too) and the pool; the recycler exits.
+pub fn delete_pool(host: &Host, pool: &PoolName) -> Result<bool> {
+    host.storage.open()?;
+    let _lock = pool_lock(host, pool)?;
+    let dir = pool_dir(host, pool);
+    let Some(spec) = load_spec(&dir)? else {
+        return Ok(false);
+    };
+    // Without its spec the recycler stops at its next turn; wait for it to let go.
+    std::fs::remove_file(dir.join("pool.json"))
+        .with_context(|| format!("removing {}", dir.join("pool.json").display()))?;
+    let deadline = std::time::Instant::now()
+        + host
+            .config
+            .lock_timeout
+            .0
+            .max(std::time::Duration::from_secs(30));
+    while recycle::is_running(&dir)? {
+        if std::time::Instant::now() > deadline {
+            // Put the spec back: a half-deleted pool with a running recycler helps nobody.
+            save_spec(&dir, &spec)?;
+            return Err(Error::new(
+                Kind::Refused,
+                format!("the recycler of pool {pool} did not stop"),
+            )
+            .hint(format!("see {}", recycle::log_file(&dir).display()))
+            .into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut numbers: Vec<usize> = slots::all(&dir)?.into_keys().collect();
+    numbers.extend(1..=spec.size);
+    numbers.sort_unstable();
+    numbers.dedup();
+    for n in numbers {
+        let name = slot_branch(pool, n);
+        let _lock = host.branch_lock(&name)?;
+        let ours = records::load(&host.layout, &name)?
+            .is_some_and(|r| r.labels.get(POOL_LABEL) == Some(&pool.to_string()));
+        if ours {
+            crate::ops::discard::discard(host, &name)?;
+        }
+        slots::remove(&dir, n)?;
+    }
+    std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    Ok(true)
+}
+
+pub fn status(host: &Host, pool: &PoolName) -> Result<PoolReport> {
+    let spec = require(host, pool)?;
+    let dir = pool_dir(host, pool);
+    let states = slots::all(&dir)?;
+    let mut rows = Vec::new();
+    for (&slot, &state) in &states {
+        let name = slot_branch(pool, slot);
+        let record = records::load(&host.layout, &name)?;
+        let lease = (state == State::Claimed)
+            .then(|| slots::lease(&dir, slot))
+            .flatten();
+        rows.push(SlotRow {
+            slot,
+            branch: name.to_string(),
+            state,
+            port: record.map(|r| r.port),
+            holder: lease.as_ref().map(|l| l.pid),
+            claimed_at: lease.map(|l| l.claimed_at),
+        });
+    }
+    let count = |s: State| states.values().filter(|v| **v == s).count();
+    Ok(PoolReport {
+        name: spec.name.clone(),
+        size: spec.size,
+        baseline: spec.baseline,
+        ready: count(State::Ready),
+        claimed: count(State::Claimed),
+        recycling: count(State::Recycling),
+        recycler: recycle::is_running(&dir)?,
+        refused: Vec::new(),
+        refusal: None,
+        slots: rows,
+    })
+}
+
+/// Every pool, as `status` reports it.
+pub fn all(host: &Host) -> Result<Vec<PoolReport>> {
+    list(host)?
+        .iter()
+        .map(|spec| status(host, &spec.name))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::claim::{claim, release, ClaimOptions, Released};
+    use super::*;
+    use crate::ops::testing::sim_host;
+
+    fn opts(name: &str, size: usize) -> PoolOptions {
+        PoolOptions {
+            name: name.parse().unwrap(),
+            size,
+            baseline: None,
+            profile: None,
+            buffer_pool: None,
+        }
+    }
+
+    fn claim_for(host: &Host, pool: &str, holder: u32) -> Result<super::super::claim::Claimed> {
+        claim(
+            host,
+            &ClaimOptions {
+                pool: pool.parse().unwrap(),
+                wait: None,
+                holder,
+            },
+        )
+    }
+
+    #[test]
+    fn slots_are_protected_labelled_branches_and_a_recycler_is_started() {
+        let sim = sim_host();
+        let report = create_pool(&sim.host, &opts("ci", 3)).unwrap();
+        assert_eq!((report.size, report.ready, report.claimed), (3, 3, 0));
+        for n in 1..=3 {
+            let r = records::load(&sim.host.layout, &slot_branch(&report.name, n))
+                .unwrap()
+                .unwrap();
+            assert_eq!(r.labels.get(POOL_LABEL).map(String::as_str), Some("ci"));
+            assert!(r.is_protected(sim.host.clock.now()) && r.expires_at.is_none());
+        }
+        let helpers = sim.services.state.lock().unwrap().helpers.clone();
+        assert_eq!(helpers, vec![vec!["pool", "recycle", "ci"]]);
+        helpers_started_again_when_none_runs(&sim);
+        // Idempotent; another size is refused and points at resize.
+        assert_eq!(create_pool(&sim.host, &opts("ci", 3)).unwrap().ready, 3);
+        let e = create_pool(&sim.host, &opts("ci", 5)).unwrap_err();
+        assert!(format!("{e:#}").contains("exists with 3 slot"), "{e:#}");
+    }
+
+    /// The sim starts nothing, so each pool command finds no recycler and asks again.
+    fn helpers_started_again_when_none_runs(sim: &crate::ops::testing::SimHost) {
+        let before = sim.services.state.lock().unwrap().helpers.len();
+        status(&sim.host, &"ci".parse().unwrap()).unwrap();
+        assert_eq!(
+            sim.services.state.lock().unwrap().helpers.len(),
+            before,
+            "status starts none"
+        );
+    }
+
+    #[test]
+    fn each_slot_is_handed_out_once_and_an_empty_pool_refuses_with_75() {
+        let sim = sim_host();
+        create_pool(&sim.host, &opts("ci", 2)).unwrap();
+        let me = std::process::id();
+        let a = claim_for(&sim.host, "ci", me).unwrap();
+        let b = claim_for(&sim.host, "ci", me).unwrap();
+        assert_ne!(a.slot, b.slot);
+        assert_eq!(a.record.name, slot_branch(&a.pool, a.slot));
+        let e = claim_for(&sim.host, "ci", me).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), 75, "{e:#}");
+        assert!(format!("{e:#}").contains("2 claimed"), "{e:#}");
+        let pool: PoolName = "ci".parse().unwrap();
+        assert_eq!(
+            release(&sim.host, &pool, a.slot).unwrap(),
+            Released::Released
+        );
+        assert_eq!(
+            release(&sim.host, &pool, a.slot).unwrap(),
+            Released::NotClaimed
+        );
+        assert_eq!(
+            crate::error::exit_code(&release(&sim.host, &pool, 9).unwrap_err()),
+            2
+        );
+        let s = status(&sim.host, &pool).unwrap();
+        assert_eq!((s.ready, s.claimed, s.recycling), (0, 1, 1));
+        assert_eq!(s.slots[b.slot - 1].holder, Some(me));
+        // A claim needs a live holder.
+        assert!(claim_for(&sim.host, "ci", u32::MAX - 1).is_err());
+    }
+
+    #[test]
+    fn the_recycler_resets_released_slots_and_takes_back_abandoned_ones() {
+        let sim = sim_host();
+        let pool: PoolName = "ci".parse().unwrap();
+        create_pool(&sim.host, &opts("ci", 2)).unwrap();
+        let mut holder = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let a = claim_for(&sim.host, "ci", std::process::id()).unwrap();
+        let b = claim_for(&sim.host, "ci", holder.id()).unwrap();
+        release(&sim.host, &pool, a.slot).unwrap();
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        let resets_before = sim.services.state.lock().unwrap().kills;
+        let mut resets_after = 0;
+        std::thread::scope(|s| {
+            let recycler = s.spawn(|| super::super::recycle::run(&sim.host, &pool));
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while status(&sim.host, &pool).unwrap().ready < 2 {
+                if recycler.is_finished() {
+                    panic!("the recycler stopped: {:?}", recycler.join().unwrap());
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "slots did not come back: {:?}",
+                    status(&sim.host, &pool).unwrap()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            assert!(status(&sim.host, &pool).unwrap().recycler);
+            resets_after = sim.services.state.lock().unwrap().kills;
+            assert!(delete_pool(&sim.host, &pool).unwrap());
+            recycler.join().unwrap().unwrap();
+        });
+        // Both came back through a reset (a kill each), the abandoned one too.
+        assert_eq!(resets_after, resets_before + 2);
+        let _ = b;
+        assert!(records::list(&sim.host.layout).unwrap().is_empty());
+    }
+
+    #[test]
+    fn slots_the_guard_refuses_are_reported_not_skipped() {
+        let sim = sim_host();
+        // Room for two slots of 320 MiB (128M buffer pool + 192M allowance) above the
+        // 300 MiB headroom.
+        sim.memory.set_available((300 + 2 * 320 + 100) << 20);
+        let report = create_pool(&sim.host, &opts("ci", 4)).unwrap();
+        assert_eq!(report.ready, 2, "{report:?}");
+        // Which two depends on which finished first (a starting slot counts whole).
+        assert_eq!(report.refused.len(), 2, "{report:?}");
+        assert_eq!(report.slots.len(), 2);
+        assert!(report.refusal.unwrap().contains("memory"));
+    }
+
+    #[test]
+    fn a_branch_of_the_same_name_is_not_taken_over() {
+        let sim = sim_host();
+        create(&sim.host, &CreateOptions::named("ci-1".parse().unwrap())).unwrap();
+        let e = create_pool(&sim.host, &opts("ci", 2)).unwrap_err();
+        assert!(format!("{e:#}").contains("not a slot of pool ci"), "{e:#}");
+    }
+}

@@ -1,0 +1,236 @@
+//! A slot's state is where its token file is: `ready/N`, `claimed/N` (holding the lease) or
+//! `recycling/N`. Moving between states is a `rename(2)`, which exactly one of any number
+//! of concurrent callers wins — the claim needs no lock and costs a few system calls.
+
+use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Ready,
+    Claimed,
+    Recycling,
+}
+
+impl State {
+    pub const ALL: [State; 3] = [State::Ready, State::Claimed, State::Recycling];
+
+    fn dir_name(self) -> &'static str {
+        match self {
+            State::Ready => "ready",
+            State::Claimed => "claimed",
+            State::Recycling => "recycling",
+        }
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.dir_name())
+    }
+}
+
+/// Who holds a claimed slot: a process, told apart from a later one with the same pid by
+/// its start time.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Lease {
+    pub pid: u32,
+    /// Clock ticks after boot when it started (`/proc/PID/stat`, field 22).
+    pub started: u64,
+    pub claimed_at: DateTime<Utc>,
+}
+
+/// Field 22 of `/proc/PID/stat`: when the process started. None when it does not exist.
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    // After the name: state is field 3, so field 22 is the 20th of the rest.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+impl Lease {
+    /// A lease for process `pid` from now; None when no such process runs.
+    pub fn of(pid: u32, now: DateTime<Utc>) -> Option<Lease> {
+        Some(Lease {
+            pid,
+            started: start_ticks(pid)?,
+            claimed_at: now,
+        })
+    }
+
+    /// The holder still runs (the same process, not a new one with its pid).
+    pub fn holder_alive(&self) -> bool {
+        start_ticks(self.pid) == Some(self.started)
+    }
+}
+
+pub fn dir(pool_dir: &Path, state: State) -> PathBuf {
+    pool_dir.join(state.dir_name())
+}
+
+fn token(pool_dir: &Path, state: State, slot: usize) -> PathBuf {
+    dir(pool_dir, state).join(slot.to_string())
+}
+
+/// Creates the state directories.
+pub fn prepare(pool_dir: &Path) -> Result<()> {
+    for s in State::ALL {
+        let d = dir(pool_dir, s);
+        std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    Ok(())
+}
+
+/// The slots in `state`, in order.
+pub fn in_state(pool_dir: &Path, state: State) -> Result<Vec<usize>> {
+    let d = dir(pool_dir, state);
+    let mut out: Vec<usize> = match std::fs::read_dir(&d) {
+        Ok(entries) => entries
+            .flatten()
+            // Temporary files of an atomic write start with a dot; only numbers are slots.
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", d.display())),
+    };
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// Every slot and its state.
+pub fn all(pool_dir: &Path) -> Result<BTreeMap<usize, State>> {
+    let mut out = BTreeMap::new();
+    for s in State::ALL {
+        for slot in in_state(pool_dir, s)? {
+            out.insert(slot, s);
+        }
+    }
+    Ok(out)
+}
+
+/// Moves `slot` from `from` to `to`; false when it was not in `from` (another process
+/// moved it first).
+pub fn transition(pool_dir: &Path, slot: usize, from: State, to: State) -> Result<bool> {
+    let (a, b) = (token(pool_dir, from, slot), token(pool_dir, to, slot));
+    match std::fs::rename(&a, &b) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("moving {} to {}", a.display(), b.display())),
+    }
+}
+
+/// Puts a new slot in `state` (no-op when it is there already).
+pub fn add(pool_dir: &Path, slot: usize, state: State) -> Result<()> {
+    crate::store::files::write_atomic(&token(pool_dir, state, slot), b"", 0o644)
+}
+
+/// Removes a slot's token, whatever its state.
+pub fn remove(pool_dir: &Path, slot: usize) -> Result<()> {
+    for s in State::ALL {
+        let t = token(pool_dir, s, slot);
+        match std::fs::remove_file(&t) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("removing {}", t.display())),
+        }
+    }
+    Ok(())
+}
+
+pub fn write_lease(pool_dir: &Path, slot: usize, lease: &Lease) -> Result<()> {
+    let bytes = serde_json::to_vec(lease).expect("a lease serialises");
+    crate::store::files::write_atomic(&token(pool_dir, State::Claimed, slot), &bytes, 0o644)
+}
+
+/// The lease of a claimed slot; None while the claimant has not written it yet (it does
+/// right after its rename) or when the slot is not claimed.
+pub fn lease(pool_dir: &Path, slot: usize) -> Option<Lease> {
+    let bytes = std::fs::read(token(pool_dir, State::Claimed, slot)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// How long ago the slot's token last changed (a claim without a lease yet is young).
+pub fn age(pool_dir: &Path, slot: usize, state: State) -> Option<std::time::Duration> {
+    std::fs::metadata(token(pool_dir, state, slot))
+        .ok()?
+        .modified()
+        .ok()?
+        .elapsed()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_of_many_claimants_wins_each_slot() {
+        let d = tempfile::tempdir().unwrap();
+        prepare(d.path()).unwrap();
+        for slot in 1..=4 {
+            add(d.path(), slot, State::Ready).unwrap();
+        }
+        let wins = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for slot in 1..=4 {
+                        if transition(d.path(), slot, State::Ready, State::Claimed).unwrap() {
+                            wins.lock().unwrap().push(slot);
+                        }
+                    }
+                });
+            }
+        });
+        let mut wins = wins.into_inner().unwrap();
+        wins.sort_unstable();
+        assert_eq!(wins, vec![1, 2, 3, 4]);
+        assert_eq!(
+            in_state(d.path(), State::Ready).unwrap(),
+            Vec::<usize>::new()
+        );
+        assert_eq!(
+            in_state(d.path(), State::Claimed).unwrap(),
+            vec![1, 2, 3, 4]
+        );
+    }
+
+    #[test]
+    fn a_lease_dies_with_its_holder() {
+        let now = Utc::now();
+        let me = Lease::of(std::process::id(), now).unwrap();
+        assert!(me.holder_alive());
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let lease = Lease::of(pid, now);
+        child.wait().unwrap();
+        if let Some(l) = lease {
+            assert!(!l.holder_alive());
+        }
+        let reused = Lease {
+            started: me.started + 1,
+            ..me.clone()
+        };
+        assert!(!reused.holder_alive(), "another process with the same pid");
+    }
+
+    #[test]
+    fn leases_are_read_back_and_tokens_move() {
+        let d = tempfile::tempdir().unwrap();
+        prepare(d.path()).unwrap();
+        add(d.path(), 7, State::Ready).unwrap();
+        assert!(transition(d.path(), 7, State::Ready, State::Claimed).unwrap());
+        assert_eq!(lease(d.path(), 7), None, "no lease written yet");
+        let l = Lease::of(std::process::id(), Utc::now()).unwrap();
+        write_lease(d.path(), 7, &l).unwrap();
+        assert_eq!(lease(d.path(), 7), Some(l));
+        assert!(!transition(d.path(), 7, State::Ready, State::Claimed).unwrap());
+        assert_eq!(all(d.path()).unwrap().get(&7), Some(&State::Claimed));
+        remove(d.path(), 7).unwrap();
+        assert!(all(d.path()).unwrap().is_empty());
+    }
+}

@@ -1,0 +1,214 @@
+//! Pools on real servers (root tiers): parallel claimants never share a slot and always
+//! get a pristine one, released and abandoned slots come back ready through the recycler,
+//! `pool run` releases whatever its command did, and the memory guard's budget holds.
+
+use db_branch::testkit::{checksum, sql, TestEnv};
+use serde_json::Value;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The guard test measures free memory: the others must not start servers meanwhile.
+static MEMORY: Mutex<()> = Mutex::new(());
+
+fn claim(env: &TestEnv, pool: &str) -> (usize, u16) {
+    let v = env.json(&["pool", "claim", pool, "--wait", "300s"]);
+    let slot = v["DB_BRANCH_POOL_SLOT"].as_str().unwrap().parse().unwrap();
+    let port = v["MYSQL_PORT"].as_str().unwrap().parse().unwrap();
+    (slot, port)
+}
+
+fn wait_until_ready(env: &TestEnv, pool: &str, ready: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let s = env.json(&["pool", "status", pool]);
+        if s["ready"] == ready {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pool {pool} never got {ready} ready: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+#[ignore = "needs root, btrfs and a server; run by scripts/test"]
+fn eight_claimants_share_four_slots_and_always_get_a_pristine_one() {
+    let _m = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
+    let env = TestEnv::with_baseline();
+    let created = env.json(&["pool", "create", "t", "--size", "4"]);
+    assert_eq!(created["ready"], 4, "{created}");
+    let pristine = checksum(
+        wait_until_ready(&env, "t", 4)["slots"][0]["port"]
+            .as_u64()
+            .unwrap() as u16,
+    );
+    // 50 each on MariaDB, as the issue asks; MySQL's servers start ~10× slower, so its
+    // tier runs the same race with fewer rounds to stay inside CI's time.
+    let claims_each: usize = if db_branch::testkit::server().mysql { 12 } else { 50 };
+    // (slot, from, to): when each claimant held which slot.
+    let held = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for worker in 0..8 {
+            let (env, held, pristine) = (&env, &held, &pristine);
+            s.spawn(move || {
+                for i in 0..claims_each {
+                    let (slot, port) = claim(env, "t");
+                    let from = Instant::now();
+                    assert_eq!(&checksum(port), pristine, "slot {slot} was not pristine");
+                    sql(
+                        port,
+                        &format!(
+                            "INSERT INTO shop.customers VALUES ({}, 'w{worker}-{i}')",
+                            1_000_000 + worker * 1000 + i
+                        ),
+                    );
+                    let to = Instant::now();
+                    held.lock().unwrap().push((slot, from, to));
+                    env.run_ok(&["pool", "release", "t", &slot.to_string()]);
+                }
+            });
+        }
+    });
+    let mut held = held.into_inner().unwrap();
+    assert_eq!(held.len(), 8 * claims_each);
+    held.sort_by_key(|(slot, from, _)| (*slot, *from));
+    for pair in held.windows(2) {
+        let ((a, _, a_to), (b, b_from, _)) = (pair[0], pair[1]);
+        if a == b {
+            assert!(a_to <= b_from, "slot {a} was held by two claimants at once");
+        }
+    }
+    // Every slot comes back ready, and pristine.
+    let s = wait_until_ready(&env, "t", 4);
+    for slot in s["slots"].as_array().unwrap() {
+        assert_eq!(checksum(slot["port"].as_u64().unwrap() as u16), pristine);
+    }
+    assert!(s["recycler"].as_bool().unwrap(), "{s}");
+    env.run_ok(&["--yes", "pool", "delete", "t"]);
+    assert_eq!(env.json(&["list"]), serde_json::json!([]));
+}
+
+#[test]
+#[ignore = "needs root, btrfs and a server; run by scripts/test"]
+fn an_abandoned_claim_is_recycled_and_pool_run_releases_its_slot() {
+    let _m = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
+    let env = TestEnv::with_baseline();
+    env.json(&["pool", "create", "one", "--size", "1"]);
+    let pristine = checksum(
+        wait_until_ready(&env, "one", 1)["slots"][0]["port"]
+            .as_u64()
+            .unwrap() as u16,
+    );
+    // A claimant that dirties its slot and dies without releasing it.
+    let out = env.root.join("claim.env");
+    // Its lease names the shell, which then becomes `sleep` (same process).
+    let mut claimant = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "\"$0\" pool claim one --format dotenv > {} && exec sleep 600",
+            out.display()
+        ))
+        .arg(db_branch::testkit::bin())
+        .env("DB_BRANCH_CONFIG", &env.config)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let port: u16 = loop {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        if let Some(p) = text.lines().find_map(|l| l.strip_prefix("MYSQL_PORT=")) {
+            break p.parse().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the claim did not happen");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(env.json(&["pool", "status", "one"])["claimed"], 1);
+    sql(port, "DELETE FROM shop.orders WHERE id <= 100");
+    claimant.kill().unwrap();
+    claimant.wait().unwrap();
+    let s = wait_until_ready(&env, "one", 1);
+    assert_eq!(
+        checksum(s["slots"][0]["port"].as_u64().unwrap() as u16),
+        pristine
+    );
+
+    // pool run: the command sees the slot, its status is ours, the slot comes back.
+    let out = env
+        .command(&[
+            "pool",
+            "run",
+            "one",
+            "--",
+            "sh",
+            "-c",
+            "test -n \"$MYSQL_PORT\" && test -n \"$DB_BRANCH_POOL_SLOT\" && exit 3",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until_ready(&env, "one", 1);
+    // Nothing ready and no waiting: refused with 75, naming the way out.
+    let holder = env.json(&["pool", "claim", "one"]);
+    let err = env.run_err(&["pool", "claim", "one"], 75);
+    assert!(
+        err.contains("no ready slot") && err.contains("--wait"),
+        "{err}"
+    );
+    env.run_ok(&[
+        "pool",
+        "release",
+        "one",
+        holder["DB_BRANCH_POOL_SLOT"].as_str().unwrap(),
+    ]);
+    // Deleting the pool deletes its slots and stops its recycler.
+    env.run_ok(&["--yes", "pool", "delete", "one"]);
+    assert_eq!(env.json(&["list"]), serde_json::json!([]));
+    assert_eq!(env.json(&["pool", "list"]), serde_json::json!([]));
+}
+
+#[test]
+#[ignore = "needs root, btrfs and a server; run by scripts/test"]
+fn the_memory_guard_counts_every_slot() {
+    let _m = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
+    // Headroom that leaves room for two and a half slots on this host right now.
+    let probe = TestEnv::with_baseline();
+    let doctor = probe.json(&["doctor"]);
+    let memory = &doctor["memory"];
+    let available = memory["available_bytes"]
+        .as_u64()
+        .unwrap()
+        .min(memory["cgroup_room_bytes"].as_u64().unwrap_or(u64::MAX));
+    let per_slot = doctor["per_branch_bytes"].as_u64().unwrap();
+    drop(probe);
+    let headroom = available.saturating_sub(per_slot * 5 / 2) >> 20;
+    let env = TestEnv::new("", &format!("[memory]\nheadroom = \"{headroom}M\"\n"));
+    env.run_ok(&["init"]);
+    env.run_ok(&[
+        "baseline",
+        "create",
+        "--empty",
+        "--sql",
+        &db_branch::testkit::seed_sql(),
+    ]);
+    let report = env.json(&["pool", "create", "g", "--size", "5"]);
+    let ready = report["ready"].as_u64().unwrap();
+    let refused: Vec<u64> = report["refused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert!((1..5).contains(&ready), "{report}");
+    assert_eq!(refused, ((ready + 1)..=5).collect::<Vec<_>>(), "{report}");
+    assert!(
+        report["refusal"].as_str().unwrap().contains("memory"),
+        "{report}"
+    );
+    env.run_ok(&["--yes", "pool", "delete", "g"]);
+}
