@@ -287,7 +287,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__bake)
-            opts="-y -q -h --from --databases --mask-sql --verify --jobs --logical --via --with-users --into --config --json --yes --quiet --help"
+            opts="-y -q -h --from --databases --mask-sql --verify --jobs --logical --via --with-users --password-file --into --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -311,6 +311,10 @@ _db__branch() {
                     ;;
                 --via)
                     COMPREPLY=($(compgen -W "clone tablespace logical" -- "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --into)

@@ -203,6 +203,7 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l jobs -d 'Pa
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l via -d 'How rows come from a mysql:// source: clone (MySQL\'s CLONE INSTANCE), tablespace (its table files, on this host) or logical (parallel row copy) [default: the fastest that applies, said in the summary]' -r -f -a "clone\t'MySQL\'s CLONE INSTANCE: the whole instance at disk speed (same MySQL version, clone plugin on the source)'
 tablespace\t'The source\'s table files, exported and imported (its datadir on this host)'
 logical\t'Rows read in parallel over primary-key ranges, indexes built afterwards'"
+complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l password-file -d 'Read the mysql:// source\'s password from this file (its first line) instead of the URL, where `ps` would show it; `MYSQL_PWD` works too' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l into -d 'The database a single-database dump (one with no `CREATE DATABASE`/`USE`, as `mysqldump DB > file` writes) is loaded into (file: sources)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l verify -d 'Compare every table with the source (CHECKSUM TABLE, or row counts) and fail on a difference (mysql:// sources)'

@@ -246,6 +246,97 @@ struct Measured {
     guard: Guard,
     /// (tables, baseline seconds, create median, reset median, datadir bytes)
     tables: Vec<(usize, f64, f64, f64, u64)>,
+    pools: Pools,
+}
+
+/// Pools: how fast a claim is, how long a big pool takes to fill.
+struct Pools {
+    /// Seconds for `pool create --size 16` to return with every slot ready.
+    create_16: f64,
+    /// Whole `pool claim` commands (s): (claimants, p50, p99, claims measured).
+    claims: Vec<(usize, f64, f64, usize)>,
+    /// `pool create --size N --buffer-pool 16M`: (asked, ready, refused, seconds).
+    big: (usize, u64, usize, f64),
+}
+
+/// The p-th percentile of sorted values.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn pools(o: &Opts) -> Pools {
+    let env = suite_env("40G", "31800-32199");
+    env.run_ok(&[
+        "baseline",
+        "create",
+        "--empty",
+        "--sql",
+        &db_branch::testkit::seed_sql(),
+    ]);
+    let (create_16, _) = timed(|| env.run_ok(&["pool", "create", "p", "--size", "16"]));
+    let ready = |pool: &str, n: u64| loop {
+        if env.json(&["pool", "status", pool])["ready"] == n {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let rounds = if o.smoke { 3 } else { 25 };
+    let mut claims = Vec::new();
+    for claimants in [1usize, 8] {
+        let mut times = Vec::new();
+        for _ in 0..rounds {
+            // Every claimant at once, on a pool with a ready slot for each.
+            let got = std::sync::Mutex::new(Vec::new());
+            std::thread::scope(|s| {
+                for _ in 0..claimants {
+                    s.spawn(|| {
+                        let (t, v) = timed(|| env.json(&["pool", "claim", "p"]));
+                        let slot = v["DB_BRANCH_POOL_SLOT"].as_str().unwrap().to_string();
+                        got.lock().unwrap().push((t, slot));
+                    });
+                }
+            });
+            for (t, slot) in got.into_inner().unwrap() {
+                times.push(t);
+                env.run_ok(&["pool", "release", "p", &slot]);
+            }
+            ready("p", 16);
+        }
+        times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        claims.push((
+            claimants,
+            percentile(&times, 0.5),
+            percentile(&times, 0.99),
+            times.len(),
+        ));
+    }
+    env.run_ok(&["--yes", "pool", "delete", "p"]);
+    // A big pool: small slots; the guard decides how many fit on this host.
+    let asked = if o.smoke { 6 } else { 100 };
+    let (t, report) = timed(|| {
+        env.json(&[
+            "pool",
+            "create",
+            "big",
+            "--size",
+            &asked.to_string(),
+            "--buffer-pool",
+            "16M",
+        ])
+    });
+    let big = (
+        asked,
+        report["ready"].as_u64().unwrap(),
+        report["refused"].as_array().map_or(0, |a| a.len()),
+        t,
+    );
+    env.run_ok(&["--yes", "pool", "delete", "big"]);
+    Pools {
+        create_16,
+        claims,
+        big,
+    }
 }
 
 /// An environment for the suite: the built-in supervisor, a large pool, wide ports.
@@ -509,7 +600,10 @@ fn measure(o: &Opts, server: &TestServer) -> Measured {
     }
     drop(env);
 
-    // 6. Start-up with many tables.
+    // 6. Pools.
+    let pools = pools(o);
+
+    // 7. Start-up with many tables.
     let tables = o
         .tables
         .iter()
@@ -547,6 +641,7 @@ fn measure(o: &Opts, server: &TestServer) -> Measured {
             refusal,
         },
         tables,
+        pools,
     }
 }
 
@@ -844,6 +939,37 @@ fn document(o: &Opts, results: &[Measured]) -> String {
             "\n{} refused the next one with:\n\n```\n{}\n```",
             r.server.name, r.guard.refusal
         );
+    }
+
+    let _ = writeln!(d, "\n## Pools: claiming a pristine branch\n");
+    let _ = writeln!(d, "A pool of 16 slots of the seed schema; each claim is the whole `db-branch pool claim` command as a test worker runs it (process start to exit, JSON read), with every claimant of a round at once and a ready slot for each; released slots are reset by the recycler between rounds. Then a pool of small slots (16M buffer pool) as big as asked or as the memory guard allows.\n");
+    let _ = writeln!(d, "| server | `pool create --size 16` (s) | claimants | claims | p50 (ms) | p99 (ms) | big pool: asked / ready / refused | made in (s) |\n|---|---|---|---|---|---|---|---|");
+    for r in results {
+        let p = &r.pools;
+        for (i, (n, p50, p99, count)) in p.claims.iter().enumerate() {
+            let _ = writeln!(
+                d,
+                "| {} | {} | {n} | {count} | {:.1} | {:.1} | {} | {} |",
+                r.server.name,
+                if i == 0 {
+                    format!("{:.1}", p.create_16)
+                } else {
+                    String::new()
+                },
+                p50 * 1000.0,
+                p99 * 1000.0,
+                if i == 0 {
+                    format!("{} / {} / {}", p.big.0, p.big.1, p.big.2)
+                } else {
+                    String::new()
+                },
+                if i == 0 {
+                    format!("{:.1}", p.big.3)
+                } else {
+                    String::new()
+                },
+            );
+        }
     }
 
     let _ = writeln!(d, "\n## Start-up with many tables\n");

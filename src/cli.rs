@@ -338,6 +338,10 @@ pub struct BakeArgs {
     /// carried; branches have their own]
     #[arg(long)]
     pub with_users: bool,
+    /// Read the mysql:// source's password from this file (its first line) instead of the
+    /// URL, where `ps` would show it; `MYSQL_PWD` works too
+    #[arg(long, value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
     /// The database a single-database dump (one with no `CREATE DATABASE`/`USE`, as
     /// `mysqldump DB > file` writes) is loaded into (file: sources)
     #[arg(long, value_name = "DB")]

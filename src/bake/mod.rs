@@ -97,6 +97,40 @@ impl BakeSource {
     }
 }
 
+impl BakeSource {
+    /// A live source's URL with a password given apart from it (`MYSQL_PWD`,
+    /// `--password-file`), so it is never on a command line for `ps` to show.
+    pub fn with_password(self, password: Option<String>) -> Result<BakeSource> {
+        let Some(password) = password else {
+            return Ok(self);
+        };
+        let BakeSource::Live { url, via } = self else {
+            return Err(usage(
+                "a source password (--password-file, MYSQL_PWD) applies to mysql:// sources",
+            ));
+        };
+        let (scheme, rest) = url.split_once("://").expect("parsed as mysql://");
+        let Some((user, host)) = rest.split_once('@') else {
+            return Err(usage(format!(
+                "{} names no user for the password; write mysql://USER@host:port",
+                redact(&url)
+            )));
+        };
+        if user.contains(':') {
+            return Err(usage(
+                "the source URL has a password already; give it once (in the URL, or with \
+                 --password-file / MYSQL_PWD)",
+            ));
+        }
+        let encoded =
+            percent_encoding::utf8_percent_encode(&password, percent_encoding::NON_ALPHANUMERIC);
+        Ok(BakeSource::Live {
+            url: format!("{scheme}://{user}:{encoded}@{host}"),
+            via,
+        })
+    }
+}
+
 /// A source URL with its password replaced, for messages.
 pub fn redact(url: &str) -> String {
     match (url.find("://"), url.find('@')) {
@@ -606,6 +640,25 @@ mod tests {
             assert!(BakeSource::parse(bad, None).is_err(), "{bad}");
         }
         assert!(BakeSource::parse("datadir:/x", Some(Via::Logical)).is_err());
+    }
+
+    #[test]
+    fn a_password_given_apart_joins_the_url_encoded() {
+        let live = BakeSource::parse("mysql://app@db:3306", None).unwrap();
+        let BakeSource::Live { url, .. } = live.with_password(Some("p@ss:w/rd".into())).unwrap()
+        else {
+            panic!("live")
+        };
+        assert_eq!(url, "mysql://app:p%40ss%3Aw%2Frd@db:3306");
+        let opts = mysql::Opts::from_url(&url).unwrap();
+        assert_eq!(opts.get_pass(), Some("p@ss:w/rd"));
+        for bad in ["mysql://app:x@db:3306", "mysql://db:3306"] {
+            let s = BakeSource::parse(bad, None).unwrap();
+            assert!(s.with_password(Some("p".into())).is_err(), "{bad}");
+        }
+        assert!(BakeSource::Datadir("/x".into())
+            .with_password(Some("p".into()))
+            .is_err());
     }
 
     #[test]

@@ -46,7 +46,11 @@ fn eight_claimants_share_four_slots_and_always_get_a_pristine_one() {
     );
     // 50 each on MariaDB, as the issue asks; MySQL's servers start ~10× slower, so its
     // tier runs the same race with fewer rounds to stay inside CI's time.
-    let claims_each: usize = if db_branch::testkit::server().mysql { 12 } else { 50 };
+    let claims_each: usize = if db_branch::testkit::server().mysql {
+        12
+    } else {
+        50
+    };
     // (slot, from, to): when each claimant held which slot.
     let held = Mutex::new(Vec::new());
     std::thread::scope(|s| {

@@ -14,17 +14,41 @@ pub fn variables(host: &Host, claimed: &Claimed) -> (Vec<(&'static str, String)>
     (vars, conn.url)
 }
 
+/// The process that ran us — a test worker, or the shell of a script (`$(…)` runs a lone
+/// command in the shell's own child) — looking through `sudo` (one process, or two with
+/// `use_pty`), which exits as soon as we do.
+fn default_holder() -> u32 {
+    let mut pid = nix::unistd::getppid().as_raw() as u32;
+    for _ in 0..4 {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if !matches!(comm.trim(), "sudo" | "doas") {
+            break;
+        }
+        match parent_of(pid) {
+            Some(p) if p > 1 => pid = p,
+            _ => break,
+        }
+    }
+    pid
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 pub fn run(host: &Host, args: &PoolClaimArgs) -> Result<()> {
     let claimed = claim(
         host,
         &ClaimOptions {
             pool: args.name.clone(),
             wait: args.wait.map(|d| d.0),
-            // By default the process that ran us: a test worker, or the shell of a script
-            // (`$(…)` runs a lone command in the shell's own child).
-            holder: args
-                .pid
-                .unwrap_or_else(|| nix::unistd::getppid().as_raw() as u32),
+            holder: args.pid.unwrap_or_else(default_holder),
         },
     )?;
     let (vars, url) = variables(host, &claimed);
