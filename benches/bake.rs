@@ -278,6 +278,7 @@ fn main() {
         let t = bench.env.sample_baseline(*scale);
         eprintln!("bench: sample built in {t:.0} s");
         points.push(bench.point(&format!("sample-sql {scale}"), "shop"));
+        eprintln!("bench: {}", row(points.last().unwrap()));
     }
     if tables > 0 {
         let file = bench.env.root.join("many.sql");
@@ -292,6 +293,7 @@ fn main() {
         ]);
         let _ = std::fs::remove_file(&file);
         points.push(bench.point(&format!("{tables} tables × 20 rows"), "many"));
+        eprintln!("bench: {}", row(points.last().unwrap()));
     }
 
     println!("\n## Bake paths and their peers, by size\n");
@@ -302,26 +304,7 @@ fn main() {
     println!("| data | bake: tablespace | bake: logical | bake: dump file | `mariadb-dump \\| mariadb` | `mariadb < dump` | mydumper + myloader | `dump \\| load` ÷ tablespace | `< dump` ÷ logical | mydumper+myloader ÷ logical |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for p in &points {
-        let (my, my_ratio) = match p.mydumper {
-            Some((d, l)) => (
-                format!("{:.1} ({d:.1} + {l:.1})", d + l),
-                format!("{:.2}×", (d + l) / p.logical.wall),
-            ),
-            None => ("not installed".into(), "-".into()),
-        };
-        println!(
-            "| {} ({:.0} MB) | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} (dump {:.1}) | {my} | **{:.1}×** | **{:.2}×** | {my_ratio} |",
-            p.label,
-            p.mb,
-            p.tablespace.wall,
-            p.logical.wall,
-            p.dump_bake.wall,
-            p.dump_pipe,
-            p.dump_load,
-            p.dump_took,
-            p.dump_pipe / p.tablespace.wall,
-            p.dump_load / p.logical.wall,
-        );
+        println!("{}", row(p));
     }
     println!("\n## Where the time goes\n");
     for p in &points {
@@ -343,4 +326,29 @@ fn main() {
         }
         println!();
     }
+}
+
+/// One point's line of the results table (also printed as soon as the point is done, so an
+/// interrupted run keeps what it measured).
+fn row(p: &Point) -> String {
+    let (my, my_ratio) = match p.mydumper {
+        Some((d, l)) => (
+            format!("{:.1} ({d:.1} + {l:.1})", d + l),
+            format!("{:.2}×", (d + l) / p.logical.wall),
+        ),
+        None => ("not installed".into(), "-".into()),
+    };
+    format!(
+        "| {} ({:.0} MB) | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} (dump {:.1}) | {my} | **{:.1}×** | **{:.2}×** | {my_ratio} |",
+        p.label,
+        p.mb,
+        p.tablespace.wall,
+        p.logical.wall,
+        p.dump_bake.wall,
+        p.dump_pipe,
+        p.dump_load,
+        p.dump_took,
+        p.dump_pipe / p.tablespace.wall,
+        p.dump_load / p.logical.wall,
+    )
 }

@@ -216,3 +216,86 @@ fn the_memory_guard_counts_every_slot() {
     );
     env.run_ok(&["--yes", "pool", "delete", "g"]);
 }
+
+/// The pytest-xdist recipe of docs/pools.md, run as written: its conftest.py is read from
+/// the document, four xdist workers each claim a slot for their session, every test sees
+/// only its own worker's rows on a slot that was pristine when claimed, and the released
+/// slots come back pristine.
+#[test]
+#[ignore = "needs root, btrfs, a server and python3-pytest-xdist; run by scripts/test"]
+fn the_pytest_xdist_recipe_gives_each_worker_its_own_pristine_slot() {
+    let _m = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
+    let env = TestEnv::with_baseline();
+    env.json(&["pool", "create", "ci", "--size", "4"]);
+    let ready = wait_until_ready(&env, "ci", 4);
+    let pristine = checksum(ready["slots"][0]["port"].as_u64().unwrap() as u16);
+
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/pools.md")).unwrap();
+    let recipe = doc
+        .split_once("### pytest with pytest-xdist")
+        .and_then(|(_, rest)| rest.split_once("```python\n"))
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(code, _)| code)
+        .expect("docs/pools.md has the pytest-xdist conftest.py");
+    let project = env.root.join("pytest-project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("conftest.py"), recipe).unwrap();
+    std::fs::write(
+        project.join("test_isolation.py"),
+        r#"import os, urllib.parse, pymysql, pytest
+
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "none")
+done = []  # the tests this worker ran before, on its one slot
+
+@pytest.mark.parametrize("n", range(24))
+def test_a_worker_sees_only_its_own_rows(database_url, n):
+    u = urllib.parse.urlparse(database_url)
+    db = pymysql.connect(host=u.hostname, port=u.port, user=u.username,
+                         password=u.password or "", autocommit=True)
+    with db, db.cursor() as c:
+        c.execute("SELECT email FROM shop.customers WHERE email LIKE 'xdist-%%'")
+        assert sorted(r[0] for r in c.fetchall()) == sorted(f"xdist-{WORKER}-{i}" for i in done)
+        c.execute("INSERT INTO shop.customers VALUES (%s, %s)", (2_000_000 + n, f"xdist-{WORKER}-{n}"))
+    done.append(n)
+"#,
+    )
+    .unwrap();
+    // `db-branch` on PATH, as the recipe calls it; the system's python with Debian's
+    // pytest, xdist and PyMySQL, whatever other python comes first on PATH.
+    let bin_dir = env.root.join("pytest-bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let link = bin_dir.join("db-branch");
+    if !link.exists() {
+        std::os::unix::fs::symlink(db_branch::testkit::bin(), &link).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("/usr/bin/python3")
+        .args(["-m", "pytest", "-n", "4", "-p", "no:cacheprovider", "-q"])
+        .current_dir(&project)
+        .env("PATH", path)
+        .env("DB_BRANCH_CONFIG", &env.config)
+        .output()
+        .expect("/usr/bin/python3 (scripts/install-deps installs python3-pytest-xdist)");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "pytest failed:\n{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains("24 passed"), "{report}");
+    // Every worker released its slot; the recycler made them pristine again.
+    let after = wait_until_ready(&env, "ci", 4);
+    for slot in after["slots"].as_array().unwrap() {
+        assert_eq!(
+            checksum(slot["port"].as_u64().unwrap() as u16),
+            pristine,
+            "slot {slot} came back dirty"
+        );
+    }
+    env.run_ok(&["--yes", "pool", "delete", "ci"]);
+}
