@@ -130,6 +130,7 @@ mod tests {
             "innodb-doublewrite=OFF",
             "performance-schema=OFF",
             "innodb-validate-tablespace-paths=OFF",
+            "innodb-use-native-aio=OFF",
         ] {
             assert!(text.lines().any(|l| l == want), "missing {want}:\n{text}");
         }
@@ -137,6 +138,10 @@ mod tests {
         assert!(
             !render(&s).contains("validate"),
             "a datadir's first start validates"
+        );
+        assert!(
+            !render(&s).contains("native-aio"),
+            "one-off servers keep native AIO"
         );
         assert!(!text.contains("aria"), "{text}");
     }
