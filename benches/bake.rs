@@ -163,10 +163,20 @@ impl Bench {
     }
 
     /// Every method on database `db` of the newest generation.
-    fn point(&mut self, label: &str, db: &str) -> Point {
+    /// `hold_open`: more tables than the source keeps open by default (the many-tables
+    /// point): the source gets the table cache and the memory to hold them all under one
+    /// FLUSH TABLES … FOR EXPORT, so the tablespace path can be measured there at all.
+    fn point(&mut self, label: &str, db: &str, hold_open: Option<usize>) -> Point {
         let env = &self.env;
-        let status = env.json(&["create", "source"]);
+        let pool = if hold_open.is_some() { "1G" } else { "128M" };
+        let status = env.json(&["create", "source", "--buffer-pool", pool]);
         let source = status["port"].as_u64().unwrap() as u16;
+        if let Some(n) = hold_open {
+            sql(
+                source,
+                &format!("SET GLOBAL table_open_cache = {}", n + 100),
+            );
+        }
         let source_pid = env.json(&["status", "source"])["main_pid"]
             .as_u64()
             .unwrap_or(0) as u32;
@@ -188,7 +198,10 @@ impl Bench {
         ));
         let jobs = self.jobs.to_string();
         let from_file = format!("file:{}", dump.display());
-        let tablespace = self.bake(source_pid, &[&url, "--databases", db]);
+        let tablespace = self.bake(
+            source_pid,
+            &[&url, "--databases", db, "--via", "tablespace"],
+        );
         let logical = self.bake(
             source_pid,
             &[&url, "--databases", db, "--via", "logical", "--jobs", &jobs],
@@ -277,8 +290,9 @@ fn main() {
         eprintln!("bench: building the sample at scale {scale}...");
         let t = bench.env.sample_baseline(*scale);
         eprintln!("bench: sample built in {t:.0} s");
-        points.push(bench.point(&format!("sample-sql {scale}"), "shop"));
+        points.push(bench.point(&format!("sample-sql {scale}"), "shop", None));
         eprintln!("bench: {}", row(points.last().unwrap()));
+        eprintln!("{}", profile(points.last().unwrap(), jobs));
     }
     if tables > 0 {
         let file = bench.env.root.join("many.sql");
@@ -292,8 +306,9 @@ fn main() {
             file.to_str().unwrap(),
         ]);
         let _ = std::fs::remove_file(&file);
-        points.push(bench.point(&format!("{tables} tables × 20 rows"), "many"));
+        points.push(bench.point(&format!("{tables} tables × 20 rows"), "many", Some(tables)));
         eprintln!("bench: {}", row(points.last().unwrap()));
+        eprintln!("{}", profile(points.last().unwrap(), jobs));
     }
 
     println!("\n## Bake paths and their peers, by size\n");
@@ -308,23 +323,7 @@ fn main() {
     }
     println!("\n## Where the time goes\n");
     for p in &points {
-        println!("{} ({:.0} MB):\n", p.label, p.mb);
-        for (name, b) in [
-            ("tablespace", &p.tablespace),
-            ("logical", &p.logical),
-            ("dump file", &p.dump_bake),
-        ] {
-            println!(
-                "- {name} (path {}): {:.1} s wall; CPU: baker and its server {:.1} s, source server {:.1} s ({:.0}% of {jobs} cores); {}",
-                b.path,
-                b.wall,
-                b.baker_cpu,
-                b.source_cpu,
-                100.0 * (b.baker_cpu + b.source_cpu) / (b.wall * jobs as f64),
-                b.phases
-            );
-        }
-        println!();
+        println!("{}\n", profile(p, jobs));
     }
 }
 
@@ -351,4 +350,25 @@ fn row(p: &Point) -> String {
         p.dump_pipe / p.tablespace.wall,
         p.dump_load / p.logical.wall,
     )
+}
+
+/// Where one point's time went, bake by bake.
+fn profile(p: &Point, jobs: usize) -> String {
+    let mut out = format!("{} ({:.0} MB):\n", p.label, p.mb);
+    for (name, b) in [
+        ("tablespace", &p.tablespace),
+        ("logical", &p.logical),
+        ("dump file", &p.dump_bake),
+    ] {
+        out.push_str(&format!(
+            "\n- {name} (path {}): {:.1} s wall; CPU: baker and its server {:.1} s, source server {:.1} s ({:.0}% of {jobs} cores); {}",
+            b.path,
+            b.wall,
+            b.baker_cpu,
+            b.source_cpu,
+            100.0 * (b.baker_cpu + b.source_cpu) / (b.wall * jobs as f64),
+            b.phases
+        ));
+    }
+    out
 }

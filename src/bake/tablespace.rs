@@ -69,6 +69,22 @@ pub fn reachable(
     if per_table.as_deref() != Some("1") && per_table.as_deref() != Some("ON") {
         return Err("the source does not use innodb_file_per_table".into());
     }
+    // One FLUSH TABLES … FOR EXPORT holds every table open at once, and each costs the
+    // source memory (about 40 KB per table on MariaDB 10.11, measured: a branch server
+    // holding 10,000 was OOM-killed at its 320 MiB ceiling). Past the number of tables the
+    // source is set to keep open, the logical path reads them from one snapshot instead.
+    let open_cache: Option<u64> = source
+        .query_first("SELECT @@table_open_cache")
+        .map_err(|e| e.to_string())?;
+    let open_cache = open_cache.unwrap_or(0);
+    if list.tables.len() as u64 > open_cache {
+        return Err(format!(
+            "{} tables are more than the source keeps open (table_open_cache = {open_cache}) \
+             to hold at one moment under FLUSH TABLES … FOR EXPORT; raise it on the source to \
+             use this path",
+            list.tables.len()
+        ));
+    }
     for t in list.tables.iter().filter(|t| by_file(t).is_ok()) {
         if !ibd(&datadir, t).is_file() {
             return Err(format!(

@@ -112,6 +112,16 @@ fn live_source_by_tablespace_and_by_logical_copy_with_verify() {
     // Branches of the old generation are untouched.
     assert_eq!(checksum(old), old_sum);
     assert_eq!(env.json(&["status", "old"])["baseline"], 1);
+
+    // More tables than the source keeps open: no single FLUSH TABLES … FOR EXPORT of all
+    // of them (it would hold every one open at once); refused with the setting named.
+    sql(source, "SET GLOBAL table_open_cache = 10");
+    let err = env.run_err(&["bake", "--from", &url, "--via", "tablespace"], 2);
+    assert!(
+        err.contains("table_open_cache = 10") && err.contains("31 tables"),
+        "{err}"
+    );
+    assert_eq!(generations(&env), 3, "a refused bake makes no generation");
 }
 
 #[test]
