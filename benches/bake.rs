@@ -231,7 +231,7 @@ impl Bench {
         let _ = std::fs::remove_file(&dump);
         self.env.run_ok(&["delete", "--yes", "source"]);
         self.env.run_ok(&["baseline", "prune", "--yes"]);
-        Point {
+        let point = Point {
             label: label.to_string(),
             mb,
             tablespace,
@@ -241,7 +241,11 @@ impl Bench {
             dump_load,
             dump_took,
             mydumper,
-        }
+        };
+        // Printed now too, so an interrupted run keeps what it measured.
+        eprintln!("bench: {}", row(&point));
+        eprintln!("{}", profile(&point, self.jobs));
+        point
     }
 }
 
@@ -291,8 +295,6 @@ fn main() {
         let t = bench.env.sample_baseline(*scale);
         eprintln!("bench: sample built in {t:.0} s");
         points.push(bench.point(&format!("sample-sql {scale}"), "shop", None));
-        eprintln!("bench: {}", row(points.last().unwrap()));
-        eprintln!("{}", profile(points.last().unwrap(), jobs));
     }
     if tables > 0 {
         let file = bench.env.root.join("many.sql");
@@ -307,8 +309,6 @@ fn main() {
         ]);
         let _ = std::fs::remove_file(&file);
         points.push(bench.point(&format!("{tables} tables × 20 rows"), "many", Some(tables)));
-        eprintln!("bench: {}", row(points.last().unwrap()));
-        eprintln!("{}", profile(points.last().unwrap(), jobs));
     }
 
     println!("\n## Bake paths and their peers, by size\n");
@@ -327,8 +327,7 @@ fn main() {
     }
 }
 
-/// One point's line of the results table (also printed as soon as the point is done, so an
-/// interrupted run keeps what it measured).
+/// One point's line of the results table.
 fn row(p: &Point) -> String {
     let (my, my_ratio) = match p.mydumper {
         Some((d, l)) => (

@@ -115,24 +115,12 @@ pub fn run(env: &TestEnv) -> Vec<Outcome> {
     for n in 1..=FILES {
         std::fs::write(project.join(format!("test_shop_{n}.py")), TESTS).unwrap();
     }
-    let bin_dir = env.root.join("three-ways-bin");
-    std::fs::create_dir_all(&bin_dir).unwrap();
-    let link = bin_dir.join("db-branch");
-    if !link.exists() {
-        std::os::unix::fs::symlink(db_branch::testkit::bin(), &link).unwrap();
-    }
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let mut out = Vec::new();
 
     env.run_ok(&["create", "shared"]);
     out.push(way(
         env,
         &project,
-        &path,
         "one shared database, cleaned up after each test",
         SHARED,
     ));
@@ -141,7 +129,6 @@ pub fn run(env: &TestEnv) -> Vec<Outcome> {
     out.push(way(
         env,
         &project,
-        &path,
         "`create` / `delete` per test file",
         PER_FILE,
     ));
@@ -150,7 +137,6 @@ pub fn run(env: &TestEnv) -> Vec<Outcome> {
     out.push(way(
         env,
         &project,
-        &path,
         "a pool of 4, a slot claimed per test file",
         POOL,
     ));
@@ -158,28 +144,12 @@ pub fn run(env: &TestEnv) -> Vec<Outcome> {
     out
 }
 
-fn way(env: &TestEnv, project: &Path, path: &str, name: &'static str, fixture: &str) -> Outcome {
+fn way(env: &TestEnv, project: &Path, name: &'static str, fixture: &str) -> Outcome {
     std::fs::write(project.join("conftest.py"), format!("{COMMON}{fixture}")).unwrap();
     let t = Instant::now();
-    let o = Command::new("/usr/bin/python3")
-        // A test file's tests stay on one worker (`--dist loadfile`), as module-scoped
-        // database fixtures need.
-        .args([
-            "-m",
-            "pytest",
-            "-n",
-            "2",
-            "--dist",
-            "loadfile",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-        ])
-        .current_dir(project)
-        .env("PATH", path)
-        .env("DB_BRANCH_CONFIG", &env.config)
-        .output()
-        .unwrap();
+    // A test file's tests stay on one worker (`--dist loadfile`), as module-scoped
+    // database fixtures need.
+    let o = env.pytest(project, &["-n", "2", "--dist", "loadfile"]);
     let wall = t.elapsed().as_secs_f64();
     let text = String::from_utf8_lossy(&o.stdout);
     // The summary line: "3 failed, 29 passed in 4.1s" (either part may be missing).

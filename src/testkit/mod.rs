@@ -252,6 +252,31 @@ impl TestEnv {
         }
         pids
     }
+
+    /// Runs Debian's pytest (`/usr/bin/python3 -m pytest ARGS`, whatever other python
+    /// comes first on PATH) in `project`, with `db-branch` on PATH and this root's config,
+    /// as a test suite calling db-branch from its fixtures sees them.
+    pub fn pytest(&self, project: &Path, args: &[&str]) -> Output {
+        let bin_dir = self.root.join("pytest-bin");
+        std::fs::create_dir_all(&bin_dir).unwrap();
+        let link = bin_dir.join("db-branch");
+        if !link.exists() {
+            std::os::unix::fs::symlink(bin(), &link).unwrap();
+        }
+        let path = format!(
+            "{}:{}",
+            bin_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        Command::new("/usr/bin/python3")
+            .args(["-m", "pytest", "-p", "no:cacheprovider", "-q"])
+            .args(args)
+            .current_dir(project)
+            .env("PATH", path)
+            .env("DB_BRANCH_CONFIG", &self.config)
+            .output()
+            .expect("/usr/bin/python3 (scripts/install-deps installs python3-pytest-xdist)")
+    }
 }
 
 impl Drop for TestEnv {

@@ -261,26 +261,8 @@ def test_a_worker_sees_only_its_own_rows(database_url, n):
 "#,
     )
     .unwrap();
-    // `db-branch` on PATH, as the recipe calls it; the system's python with Debian's
-    // pytest, xdist and PyMySQL, whatever other python comes first on PATH.
-    let bin_dir = env.root.join("pytest-bin");
-    std::fs::create_dir_all(&bin_dir).unwrap();
-    let link = bin_dir.join("db-branch");
-    if !link.exists() {
-        std::os::unix::fs::symlink(db_branch::testkit::bin(), &link).unwrap();
-    }
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = std::process::Command::new("/usr/bin/python3")
-        .args(["-m", "pytest", "-n", "4", "-p", "no:cacheprovider", "-q"])
-        .current_dir(&project)
-        .env("PATH", path)
-        .env("DB_BRANCH_CONFIG", &env.config)
-        .output()
-        .expect("/usr/bin/python3 (scripts/install-deps installs python3-pytest-xdist)");
+    // `db-branch` on PATH, as the recipe calls it.
+    let out = env.pytest(&project, &["-n", "4"]);
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
