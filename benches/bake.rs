@@ -152,7 +152,7 @@ impl Bench {
         ])["port"]
             .as_u64()
             .unwrap() as u16;
-        (name, format!("--no-defaults -h127.0.0.1 -P{p} -uroot"), p)
+        (name, db_branch::testkit::login(p), p)
     }
 
     fn peer(&mut self, script: &dyn Fn(&str, u16) -> String) -> f64 {
@@ -180,7 +180,7 @@ impl Bench {
         let source_pid = env.json(&["status", "source"])["main_pid"]
             .as_u64()
             .unwrap_or(0) as u32;
-        let url = format!("mysql://root@127.0.0.1:{source}");
+        let url = db_branch::testkit::source_url(source);
         let mb: f64 = sql(
             source,
             &format!(
@@ -190,7 +190,7 @@ impl Bench {
         .parse()
         .unwrap();
         eprintln!("bench: {label}: {mb} MB of data and indexes");
-        let conn = format!("--no-defaults -h127.0.0.1 -P{source} -uroot");
+        let conn = db_branch::testkit::login(source);
         let dump = env.root.join("bench-dump.sql");
         let dump_took = sh(&format!(
             "mariadb-dump {conn} --single-transaction --databases {db} > {}",

@@ -77,8 +77,8 @@ fn main() {
     let ok = Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "mariadb-dump --no-defaults -h127.0.0.1 -P{port} -uroot --single-transaction shop | \
-             mariadb --no-defaults -h127.0.0.1 -P{port} -uroot shop_copy"
+            "mariadb-dump {0} --single-transaction shop | mariadb {0} shop_copy",
+            db_branch::testkit::login(port)
         ))
         .status()
         .unwrap()

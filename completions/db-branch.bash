@@ -28,6 +28,9 @@ _db__branch() {
             db__branch,create)
                 cmd="db__branch__subcmd__create"
                 ;;
+            db__branch,daemon)
+                cmd="db__branch__subcmd__daemon"
+                ;;
             db__branch,delete)
                 cmd="db__branch__subcmd__delete"
                 ;;
@@ -114,6 +117,9 @@ _db__branch() {
                 ;;
             db__branch__subcmd__help,create)
                 cmd="db__branch__subcmd__help__subcmd__create"
+                ;;
+            db__branch__subcmd__help,daemon)
+                cmd="db__branch__subcmd__help__subcmd__daemon"
                 ;;
             db__branch__subcmd__help,delete)
                 cmd="db__branch__subcmd__help__subcmd__delete"
@@ -269,7 +275,7 @@ _db__branch() {
 
     case "${cmd}" in
         db__branch)
-            opts="-y -q -h -V --config --json --yes --quiet --help --version init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake pool completions help"
+            opts="-y -q -h -V --config --json --yes --quiet --help --version init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake pool completions daemon help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -287,7 +293,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__bake)
-            opts="-y -q -h --from --databases --mask-sql --verify --jobs --logical --via --with-users --password-file --into --config --json --yes --quiet --help"
+            opts="-p -y -q -h --from --databases --mask-sql --verify --jobs --logical --via --with-users --password-file --password --into --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -546,6 +552,24 @@ _db__branch() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        db__subcmd__branch__subcmd__daemon)
+            opts="-y -q -h --config --json --yes --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         db__subcmd__branch__subcmd__delete)
             opts="-y -q -h --force --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -661,7 +685,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help)
-            opts="init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake pool completions help"
+            opts="init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake pool completions daemon help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -759,6 +783,20 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__daemon)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -81,6 +81,10 @@ pub enum Command {
         /// bash, zsh, fish, elvish or powershell
         shell: clap_complete::Shell,
     },
+    /// Serve io.dbbranch.Manager1 on the system bus for users without root (what
+    /// db-branchd.service runs; see docs/security.md)
+    #[command(hide = true)]
+    Daemon,
 }
 
 #[derive(Debug, Subcommand)]
@@ -342,6 +346,9 @@ pub struct BakeArgs {
     /// URL, where `ps` would show it; `MYSQL_PWD` works too
     #[arg(long, value_name = "FILE")]
     pub password_file: Option<PathBuf>,
+    /// Ask for the mysql:// source's password on the terminal (like `mysql -p`)
+    #[arg(short = 'p', long = "password", conflicts_with = "password_file")]
+    pub ask_password: bool,
     /// The database a single-database dump (one with no `CREATE DATABASE`/`USE`, as
     /// `mysqldump DB > file` writes) is loaded into (file: sources)
     #[arg(long, value_name = "DB")]

@@ -46,6 +46,33 @@ pub struct Config {
     pub client: ClientConfig,
     pub lifecycle: LifecycleConfig,
     pub zfs: ZfsConfig,
+    pub access: AccessConfig,
+}
+
+/// Who may use db-branch through the `db-branchd` service without root (see
+/// docs/security.md). Root may always do everything.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccessConfig {
+    /// Members may create branches and act on their own (env, reset, delete, start, stop,
+    /// extend, protect), list everyone's, and claim pool slots.
+    pub users_group: String,
+    /// Members may act on every branch and run host-wide commands (init, bake, baselines,
+    /// gc, stop-idle, doctor, pools' set-up).
+    pub admins_group: String,
+    /// `init` installs the `db-branchd` service (and its bus policy) where systemd is the
+    /// service manager. One per host: a second root under the same systemd says false.
+    pub service: bool,
+}
+
+impl Default for AccessConfig {
+    fn default() -> Self {
+        AccessConfig {
+            users_group: "db-branch".into(),
+            admins_group: "db-branch-admin".into(),
+            service: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
@@ -208,6 +235,7 @@ impl Default for Config {
             client: ClientConfig::default(),
             lifecycle: LifecycleConfig::default(),
             zfs: ZfsConfig::default(),
+            access: AccessConfig::default(),
             lock_timeout: Duration(std::time::Duration::from_secs(120)),
         }
     }

@@ -141,6 +141,13 @@ pub fn to_exit_code(code: u8) -> ExitCode {
 
 /// The text people see for an error: the chain, then one `hint:` line per hint.
 pub fn render(err: &anyhow::Error) -> String {
+    // A command run for us already said what went wrong (db-branchd's, `pool run`'s).
+    if err
+        .downcast_ref::<Error>()
+        .is_some_and(|e| e.message.is_empty())
+    {
+        return String::new();
+    }
     let (_, hints) = classify(err);
     let mut out = format!("db-branch: error: {}", chain_text(err));
     for h in hints {

@@ -32,6 +32,8 @@ pub struct Host {
     pub printer: Printer,
     /// `--yes`: destructive commands do not ask.
     pub assume_yes: bool,
+    /// Who asked: root, or the user the db-branchd service runs this for.
+    pub caller: crate::access::Caller,
     /// The config file when it is not the default one: helpers started in the background
     /// must read the same.
     pub config_file: Option<std::path::PathBuf>,
@@ -92,6 +94,7 @@ impl Host {
                     prefix: &config.systemd.unit_prefix,
                     bin: &bin,
                     config: config_path,
+                    service: config.access.service,
                 }),
                 config.mysqld.start_timeout.0,
             ))
@@ -117,6 +120,8 @@ impl Host {
             memory: Arc::new(SysinfoMemory),
             ports: Arc::new(BindProbe),
             clock: Arc::from(crate::clock::from_env()?),
+            caller: crate::access::Caller::from_env()?
+                .unwrap_or_else(crate::access::Caller::current),
             printer,
             assume_yes: false,
             config_file: config_path.map(|p| p.to_path_buf()),

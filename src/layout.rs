@@ -63,6 +63,30 @@ impl Layout {
     pub fn error_log(&self, name: &BranchName) -> PathBuf {
         self.branch_dir(name).join("error.log")
     }
+    /// Branch passwords and the start-up SQL that sets them (see `store::secrets`): a
+    /// directory only root writes, outside the branch directories the servers own.
+    pub fn secrets_root(&self) -> PathBuf {
+        self.root.join("secrets")
+    }
+    pub fn secrets_dir(&self, name: &BranchName) -> PathBuf {
+        self.secrets_root().join(name.as_str())
+    }
+    pub fn password_file(&self, name: &BranchName) -> PathBuf {
+        self.secrets_dir(name).join("password")
+    }
+    pub fn init_sql(&self, name: &BranchName) -> PathBuf {
+        self.secrets_dir(name).join("init.sql")
+    }
+    /// This host's certificate authority for branches reachable from other machines.
+    pub fn tls_dir(&self) -> PathBuf {
+        self.root.join("tls")
+    }
+    pub fn tls_ca_cert(&self) -> PathBuf {
+        self.tls_dir().join("ca.pem")
+    }
+    pub fn tls_ca_key(&self) -> PathBuf {
+        self.tls_dir().join("ca.key")
+    }
     pub fn locks_dir(&self) -> PathBuf {
         self.root.join("locks")
     }

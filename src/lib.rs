@@ -7,6 +7,7 @@
 //! (`storage`, `supervisor`, `server`, `bake`, `memory`, `ports`, `clock`) and `store`
 //! (db-branch's own files). `view` and `printer` are the only way out to the terminal.
 
+pub mod access;
 pub mod bake;
 pub mod branch;
 pub mod check;
@@ -24,6 +25,7 @@ pub mod ops;
 pub mod ports;
 pub mod printer;
 pub mod server;
+pub mod service;
 pub mod storage;
 pub mod store;
 pub mod supervisor;
@@ -84,13 +86,19 @@ pub fn run(cli: Cli, printer: Printer) -> Result<()> {
         return commands::doctor::run(&host, args, &note);
     }
     if !nix::unistd::geteuid().is_root() {
-        return Err(error::usage(
-            "db-branch must run as root: it mounts filesystems, owns branch data and manages \
-             services. Run it with sudo.",
-        ));
+        // Users without root act through the db-branchd service, with the same command.
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        return match service::client::forward(args, &path)? {
+            0 => Ok(()),
+            code => Err(error::Error::new(error::Kind::Exited(code), "").into()),
+        };
+    }
+    if let Command::Daemon = &cli.command {
+        return service::daemon::serve(&path);
     }
     let mut host = host::Host::real(config, explicit.as_deref(), printer)?;
     host.assume_yes = cli.yes;
+    commands::authorize(&host, &cli.command)?;
     commands::dispatch(&host, &cli.command)
 }
 

@@ -15,8 +15,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             let (kind, _) = db_branch::error::classify(&err);
-            if kind != db_branch::error::Kind::BrokenPipe {
-                printer.error(&db_branch::error::render(&err));
+            let text = db_branch::error::render(&err);
+            if kind != db_branch::error::Kind::BrokenPipe && !text.is_empty() {
+                printer.error(&text);
             }
             ExitCode::from(kind.exit_code())
         }

@@ -175,6 +175,7 @@ fn start_plain(server: &TestServer, datadir: &Path, port: u16) -> (f64, std::pro
                 "-e",
                 "DO 1",
             ])
+            .args(db_branch::testkit::password_arg(port))
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
@@ -461,7 +462,7 @@ fn measure(o: &Opts, server: &TestServer) -> Measured {
     env.run_ok(&["create", "peer"]);
     let pp = env.port("peer");
     sql(pp, "CREATE DATABASE shop_copy");
-    let conn = format!("--no-defaults -h127.0.0.1 -P{pp} -uroot");
+    let conn = db_branch::testkit::login(pp);
     let dump_pipe = sh(&format!(
         "{} {conn} --single-transaction shop | {} {conn} shop_copy",
         server.dump.display(),
@@ -495,7 +496,7 @@ fn measure(o: &Opts, server: &TestServer) -> Measured {
     // Bake against mydumper/myloader.
     env.run_ok(&["delete", "--yes", "peer"]);
     let src = port(&env.json(&["create", "source"]));
-    let url = format!("mysql://root@127.0.0.1:{src}");
+    let url = db_branch::testkit::source_url(src);
     let mut bake_path = String::new();
     let bake: Vec<f64> = (0..o.runs.min(3))
         .map(|_| {
@@ -596,6 +597,7 @@ fn measure(o: &Opts, server: &TestServer) -> Measured {
             String::from_utf8_lossy(&out.stderr)
         );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        db_branch::testkit::remember_passwords(&v);
         ports.push(port(&v));
         admitted += 1;
     }

@@ -30,6 +30,30 @@ use crate::cli::{BaselineCommand, Command};
 use crate::host::Host;
 use anyhow::Result;
 
+/// Refuses (exit 77) what the caller may not do: another user's branch, host-wide work
+/// for a non-admin, anything for someone outside the users group. Root passes.
+pub fn authorize(host: &Host, command: &Command) -> Result<()> {
+    let need = crate::access::need(command);
+    let owner = match &need {
+        crate::access::Need::Owner(name) => {
+            crate::store::records::load(&host.layout, name)?.map(|r| r.owner)
+        }
+        _ => None,
+    };
+    host.caller
+        .check(&host.config.access, &need, owner.as_deref())?;
+    if host.caller.role(&host.config.access) != crate::access::Role::Admin {
+        if let Command::Create(a) = command {
+            if let Some(o) = a.owner.as_deref().filter(|o| *o != host.caller.name) {
+                return Err(crate::error::permission(format!(
+                    "only an admin may make a branch for {o}; leave out --owner"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs a command that needs the host (all but `completions` and `doctor`).
 pub fn dispatch(host: &Host, command: &Command) -> Result<()> {
     match command {
@@ -53,7 +77,7 @@ pub fn dispatch(host: &Host, command: &Command) -> Result<()> {
         Command::MigrateCheck(a) => migrate_check::run(host, a),
         Command::Bake(a) => bake::run(host, a),
         Command::Pool(p) => pool::dispatch(host, p),
-        Command::Doctor(_) | Command::Completions { .. } => {
+        Command::Doctor(_) | Command::Completions { .. } | Command::Daemon => {
             unreachable!("run without a host by lib::run")
         }
     }

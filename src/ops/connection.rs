@@ -16,6 +16,10 @@ pub struct Connection {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub password: String,
     pub url: String,
+    /// The CA that signed the server's certificate, when the branch requires TLS (it
+    /// listens off loopback); clients verify the server against it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ssl_ca: Option<PathBuf>,
 }
 
 impl Connection {
@@ -27,7 +31,12 @@ impl Connection {
             addr.to_string()
         };
         let user = &host.config.client.user;
-        let password = &host.config.client.password;
+        // The branch's own password; a branch made before db-branch kept one (and not
+        // started since) still has the configured one.
+        let own = crate::store::secrets::password(&host.layout, &record.name)
+            .ok()
+            .flatten();
+        let password = own.as_ref().unwrap_or(&host.config.client.password);
         let credentials = if password.is_empty() {
             utf8_percent_encode(user, NON_ALPHANUMERIC).to_string()
         } else {
@@ -37,13 +46,37 @@ impl Connection {
                 utf8_percent_encode(password, NON_ALPHANUMERIC)
             )
         };
+        let ssl_ca = crate::store::tls::needed(addr).then(|| host.layout.tls_ca_cert());
         Connection {
             host: addr.to_string(),
             port: record.port,
             socket: host.layout.socket(&record.name),
             user: user.clone(),
             password: password.clone(),
-            url: format!("mysql://{credentials}@{host_part}:{}/", record.port),
+            url: match &ssl_ca {
+                Some(ca) => format!(
+                    "mysql://{credentials}@{host_part}:{}/?ssl-mode=VERIFY_IDENTITY&ssl-ca={}",
+                    record.port,
+                    utf8_percent_encode(&ca.display().to_string(), NON_ALPHANUMERIC)
+                ),
+                None => format!("mysql://{credentials}@{host_part}:{}/", record.port),
+            },
+            ssl_ca,
+        }
+    }
+
+    /// Without the password (for someone who may see the branch but not log in to it).
+    pub fn redact(&mut self) {
+        if !self.password.is_empty() {
+            self.url = self.url.replacen(
+                &format!(
+                    ":{}@",
+                    utf8_percent_encode(&self.password, NON_ALPHANUMERIC)
+                ),
+                "@",
+                1,
+            );
+            self.password.clear();
         }
     }
 
@@ -64,6 +97,11 @@ impl Connection {
         if !self.password.is_empty() {
             vars.push(("MYSQL_PWD", self.password.clone()));
             vars.push(("DB_PASSWORD", self.password.clone()));
+        }
+        if let Some(ca) = &self.ssl_ca {
+            vars.push(("MYSQL_SSL_CA", ca.display().to_string()));
+            vars.push(("MYSQL_SSL_MODE", "VERIFY_IDENTITY".into()));
+            vars.push(("DB_SSL_CA", ca.display().to_string()));
         }
         vars
     }
@@ -104,6 +142,7 @@ mod tests {
             user: "root".into(),
             password: String::new(),
             url: "mysql://root@127.0.0.1:3400/".into(),
+            ssl_ca: None,
         };
         assert!(!c.variables("a").iter().any(|(k, _)| *k == "MYSQL_PWD"));
         c.password = "x".into();

@@ -107,7 +107,14 @@ pub fn create(host: &Host, opts: &CreateOptions) -> Result<Created> {
         opts.buffer_pool.unwrap_or(host.config.mysqld.buffer_pool),
         now,
     );
-    record.owner = opts.owner.clone().unwrap_or_else(invoking_user);
+    record.owner = opts.owner.clone().unwrap_or_else(|| {
+        // Through db-branchd, the caller; as root, the sudo caller or root.
+        if host.caller.is_root() {
+            invoking_user()
+        } else {
+            host.caller.name.clone()
+        }
+    });
     record.profile = opts.profile.unwrap_or(host.config.mysqld.profile);
     record.server_options = opts.server_options.clone();
     record.server = made_by;

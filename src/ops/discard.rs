@@ -64,6 +64,7 @@ pub fn discard(host: &Host, name: &BranchName) -> Result<()> {
     crate::failpoint::hit("delete:after-destroy");
     host.services.forget(&l)?;
     crate::failpoint::hit("delete:after-forget");
+    crate::store::secrets::remove(&host.layout, name)?;
     // The record goes last: while it exists, the port stays reserved for this branch.
     records::remove_dir(&host.layout, name)
 }

@@ -35,6 +35,9 @@ pub fn init(host: &Host, opts: &InitOptions) -> Result<Initialised> {
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let server_version = host.server.version()?;
+    // The CA of branches reachable from other machines (used when bind_address is not
+    // loopback; made now so clients can be given it before the first branch).
+    crate::store::tls::ensure_ca(&host.layout)?;
     if host.storage.ram_backed() {
         check_ram_pool_fits(host)?;
     }

@@ -5,6 +5,7 @@ use crate::branch::{Activity, BranchName, BranchRecord};
 use crate::host::Host;
 use crate::server::options::{render, ServerSpec};
 use crate::store::files::write_atomic;
+use crate::store::secrets;
 use crate::supervisor::Launch;
 use anyhow::{Context, Result};
 
@@ -62,6 +63,9 @@ pub fn server_spec(host: &Host, record: &BranchRecord) -> Result<ServerSpec> {
         extra_args: host.config.mysqld.extra_args.clone(),
         profile: record.profile,
         branch_options: record.server_options.clone(),
+        init_file: Some(host.layout.init_sql(name)),
+        // Filled in by `write_options`, which makes the certificate.
+        tls: None,
     })
 }
 
@@ -74,10 +78,28 @@ pub fn check_server(host: &Host, record: &BranchRecord) -> Result<()> {
     crate::ops::baseline::check_server_for(host, &format!("branch {}", record.name), made_by)
 }
 
-/// Writes the per-branch settings the unit (or the built-in supervisor) reads at start.
+/// Writes the per-branch settings the unit (or the built-in supervisor) reads at start:
+/// the option file, and the start-up SQL that gives the client account the branch's own
+/// password (made the first time; kept for the branch's life).
 pub fn write_options(host: &Host, record: &BranchRecord) -> Result<()> {
+    let mut spec = server_spec(host, record)?;
+    let password =
+        secrets::ensure_password(&host.layout, &record.name, secrets::uid_of(&record.owner))?;
+    let statements = spec
+        .flavour
+        .client_account_sql(&host.config.client.user, &password);
+    let server_gid = secrets::gid_of(&host.config.mysqld.user);
+    secrets::write_init_sql(&host.layout, &record.name, &statements, server_gid)?;
+    if crate::store::tls::needed(host.config.bind_address) {
+        spec.tls = Some(crate::store::tls::branch_files(
+            &host.layout,
+            &record.name,
+            host.config.bind_address,
+            server_gid,
+        )?);
+    }
     let path = host.layout.option_file(&record.name);
-    write_atomic(&path, render(&server_spec(host, record)?).as_bytes(), 0o644)
+    write_atomic(&path, render(&spec).as_bytes(), 0o644)
 }
 
 /// Hands the server to the supervisor (the caller has admitted it and written its

@@ -381,6 +381,8 @@ fn check(
         // The report owns stdout; the migration's own output goes to stderr.
         .stdout(std::io::stderr())
         .stderr(std::io::stderr());
+    // For a user of db-branchd, the migration runs as them, never as root.
+    crate::access::run_as_caller(&mut cmd, &host.caller);
     host.printer
         .note(format!("running `{}`...", opts.command.join(" ")));
     let started = Instant::now();

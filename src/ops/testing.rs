@@ -63,6 +63,11 @@ pub fn sim_host() -> SimHost {
         clock: clock.clone(),
         printer: Printer::new(false, true),
         assume_yes: true,
+        caller: crate::access::Caller {
+            uid: 0,
+            gids: vec![0],
+            name: "root".into(),
+        },
         config_file: None,
         config,
     };

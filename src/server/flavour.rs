@@ -299,8 +299,9 @@ impl Flavour {
         ) || user.starts_with("mysql.")
     }
 
-    /// Statements that create the client account `user` with `password` on loopback (the
-    /// empty baselines `baseline create --empty` makes). `localhost` stays socket-only
+    /// Statements that create the client account `user` with `password` on loopback, or
+    /// give an existing one that password (the empty baselines `baseline create --empty`
+    /// makes; each branch's server at every start, with the branch's own password). `localhost` stays socket-only
     /// for the OS root user where the server can say "socket or password".
     pub fn client_account_sql(&self, user: &str, password: &str) -> Vec<String> {
         let u = crate::server::conn::sql_string(user);
@@ -319,6 +320,8 @@ impl Flavour {
             sql.push(format!(
                 "CREATE USER IF NOT EXISTS {account} IDENTIFIED BY {p}"
             ));
+            // An account the baseline already has gets this password too.
+            sql.push(format!("ALTER USER {account} IDENTIFIED BY {p}"));
             sql.push(format!(
                 "GRANT ALL PRIVILEGES ON *.* TO {account} WITH GRANT OPTION"
             ));

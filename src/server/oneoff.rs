@@ -72,6 +72,8 @@ impl<'a> OneOff<'a> {
             .chain(extra)
             .map(|s| s.to_string())
             .collect(),
+            init_file: None,
+            tls: None,
         };
         let option_file = work.join("my.cnf");
         fs::write(&option_file, render(&spec))?;

@@ -28,6 +28,11 @@ pub struct ServerSpec {
     pub profile: Profile,
     /// Option-file lines for this branch only.
     pub branch_options: Vec<String>,
+    /// SQL the server runs at every start: the branch's own password (`store::secrets`).
+    pub init_file: Option<PathBuf>,
+    /// CA, certificate and key when clients off this host may connect: TLS is then
+    /// required (`require_secure_transport`).
+    pub tls: Option<crate::store::tls::TlsFiles>,
 }
 
 pub fn render(spec: &ServerSpec) -> String {
@@ -70,6 +75,16 @@ pub fn render(spec: &ServerSpec) -> String {
                 .map(|a| a.trim_start_matches("--").to_string()),
         );
     }
+    if let Some(tls) = &spec.tls {
+        lines.push("# reachable from other machines: TLS only".into());
+        lines.push(format!("ssl-ca={}", tls.ca.display()));
+        lines.push(format!("ssl-cert={}", tls.cert.display()));
+        lines.push(format!("ssl-key={}", tls.key.display()));
+        lines.push("require-secure-transport=ON".into());
+    }
+    if let Some(init) = &spec.init_file {
+        lines.push(format!("init-file={}", init.display()));
+    }
     if !spec.branch_options.is_empty() {
         lines.push("# this branch only".into());
         lines.extend(spec.branch_options.iter().cloned());
@@ -97,6 +112,8 @@ mod tests {
             extra_args: vec!["--max-connections=50".into()],
             profile: Profile::Test,
             branch_options: Vec::new(),
+            init_file: None,
+            tls: None,
         }
     }
 

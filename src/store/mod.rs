@@ -5,3 +5,5 @@ pub mod files;
 pub mod locks;
 pub mod records;
 pub mod reservations;
+pub mod secrets;
+pub mod tls;

@@ -54,6 +54,8 @@ pub struct UnitParams<'a> {
     pub bin: &'a Path,
     /// The config file, when it is not the default one.
     pub config: Option<&'a Path>,
+    /// Install `db-branchd` for users without root (`[access] service`).
+    pub service: bool,
 }
 
 /// Timers are `db-branch-*`, or `db-branch-<prefix>-*` next to a non-default unit prefix
@@ -82,6 +84,12 @@ pub fn render_units(p: &UnitParams) -> Vec<(String, String)> {
             format!("{}-{suffix}", timer_prefix(p.prefix)),
             text.replace("@BIN@", &p.bin.display().to_string())
                 .replace("@CONFIG_ARGS@", &config_args),
+        ));
+    }
+    if p.service {
+        units.push((
+            crate::service::UNIT.to_string(),
+            crate::service::install::unit(p.bin, p.config),
         ));
     }
     units
@@ -313,6 +321,25 @@ impl Systemd {
     }
 }
 
+impl Systemd {
+    /// The system bus's policy and activation file for `db-branchd`, then a reload of the
+    /// bus's configuration so they count at once.
+    fn install_bus_files(&self) -> Result<()> {
+        for (path, text) in crate::service::install::bus_files() {
+            if fs::read_to_string(&path).ok().as_deref() == Some(text.as_str()) {
+                continue;
+            }
+            let dir = path.parent().expect("bus files live in a directory");
+            fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            crate::store::files::write_atomic(&path, text.as_bytes(), 0o644)?;
+        }
+        let conn = self.conn()?;
+        zbus::block_on(async { zbus::fdo::DBusProxy::new(conn).await?.reload_config().await })
+            .context("asking the system bus to reload its configuration")?;
+        Ok(())
+    }
+}
+
 impl ServiceManager for Systemd {
     fn kind(&self) -> &'static str {
         "systemd"
@@ -333,6 +360,9 @@ impl ServiceManager for Systemd {
         }
         let mgr = self.manager()?;
         zbus::block_on(mgr.reload()).context("systemd daemon-reload over D-Bus")?;
+        if self.units.iter().any(|(f, _)| f == crate::service::UNIT) {
+            self.install_bus_files()?;
+        }
         Ok(())
     }
 
@@ -519,6 +549,7 @@ mod tests {
             prefix: "mysqld",
             bin: Path::new("/usr/bin/db-branch"),
             config: None,
+            service: false,
         });
         let mut sd = Systemd::new(
             ours.path().to_path_buf(),

@@ -111,6 +111,12 @@ impl TestEnv {
         } else {
             (extra_tables.to_string(), format!("[mysqld]\n{binary}"))
         };
+        // One db-branchd per host: only the test of it installs it.
+        let extra_tables = if extra_tables.contains("[access]") {
+            extra_tables
+        } else {
+            format!("{extra_tables}\n[access]\nservice = false\n")
+        };
         let text = format!(
             "root = \"{}\"\nservice_manager = \"{service}\"\nports = \"{first_port}-{}\"\n\
              lock_timeout = \"120s\"\n{storage}[systemd]\n{unit_dir}unit_prefix = \"{prefix}\"\n{extra_tables}\n{mysqld}",
@@ -118,6 +124,7 @@ impl TestEnv {
             first_port + 39,
         );
         std::fs::write(&config, text).unwrap();
+        ROOTS.lock().unwrap().push(root.clone());
         TestEnv {
             root,
             unit_prefix: prefix,
@@ -212,7 +219,9 @@ impl TestEnv {
     pub fn json(&self, args: &[&str]) -> serde_json::Value {
         let mut a = vec!["--json"];
         a.extend_from_slice(args);
-        serde_json::from_str(&self.run_ok(&a)).expect("JSON output")
+        let v = serde_json::from_str(&self.run_ok(&a)).expect("JSON output");
+        remember_passwords(&v);
+        v
     }
 
     pub fn port(&self, branch: &str) -> u16 {
@@ -424,11 +433,89 @@ pub fn server() -> TestServer {
     }
 }
 
+static PASSWORDS: std::sync::Mutex<Vec<(u16, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Keeps the password of every branch a JSON answer shows (`connection` objects), so
+/// `sql(port, …)` and `password(port)` can log in to it as its client would.
+pub fn remember_passwords(v: &serde_json::Value) {
+    match v {
+        serde_json::Value::Object(map) => {
+            if let (Some(port), Some(pw)) = (
+                map.get("port").and_then(|p| p.as_u64()),
+                map.get("password").and_then(|p| p.as_str()),
+            ) {
+                let mut all = PASSWORDS.lock().unwrap();
+                all.retain(|(p, _)| u64::from(*p) != port);
+                all.push((port as u16, pw.to_string()));
+            }
+            map.values().for_each(remember_passwords);
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(remember_passwords),
+        _ => {}
+    }
+}
+
+/// Roots of the test environments of this process, where `password` looks first.
+static ROOTS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// The client password of the branch on `port`: from its root's records and secrets (the
+/// tests run as root), else as a JSON answer last showed it (empty when none did).
+pub fn password(port: u16) -> String {
+    let roots = ROOTS.lock().unwrap().clone();
+    for root in roots {
+        let Ok(dirs) = std::fs::read_dir(root.join("branches")) else {
+            continue;
+        };
+        for d in dirs.flatten() {
+            let record: Option<serde_json::Value> = std::fs::read(d.path().join("branch.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
+            if record.is_some_and(|r| r["port"] == port) {
+                if let Ok(pw) = std::fs::read_to_string(
+                    root.join("secrets").join(d.file_name()).join("password"),
+                ) {
+                    return pw.trim().to_string();
+                }
+            }
+        }
+    }
+    PASSWORDS
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(p, _)| *p == port)
+        .map(|(_, pw)| pw.clone())
+        .unwrap_or_default()
+}
+
+/// Client options that log in to the branch on `port` over TCP as its client user.
+pub fn login(port: u16) -> String {
+    let mut s = format!("--no-defaults -h127.0.0.1 -P{port} -uroot");
+    if let Some(a) = password_arg(port) {
+        s.push(' ');
+        s.push_str(&a);
+    }
+    s
+}
+
+/// `-pPASSWORD`, or nothing for a branch without one (a bare `-p` would prompt).
+pub fn password_arg(port: u16) -> Option<String> {
+    Some(password(port))
+        .filter(|p| !p.is_empty())
+        .map(|p| format!("-p{p}"))
+}
+
+/// A `mysql://` URL of the branch on `port` with its password (a bake source).
+pub fn source_url(port: u16) -> String {
+    format!("mysql://root:{}@127.0.0.1:{port}", password(port))
+}
+
 /// Runs SQL over TCP as the branch's client user, with the client of the server under
 /// test; returns tab-separated rows.
 pub fn sql(port: u16, query: &str) -> String {
     let out = Command::new(server().client)
         .args(["--no-defaults", "-h127.0.0.1", "-uroot", "-N", "-B"])
+        .args(password_arg(port))
         .arg(format!("-P{port}"))
         .arg("-e")
         .arg(query)
@@ -530,6 +617,7 @@ impl TestEnv {
             prefix: "mysqld",
             bin: std::path::Path::new(&bin),
             config: Some(&self.config),
+            service: false,
         })
     }
 

@@ -85,7 +85,14 @@ impl BranchView {
                     .out_of_memory(&launch(host, &record.name))
                     .unwrap_or(false),
             ceiling_bytes: crate::ops::admission::ceiling(host, record).total(),
-            connection: Connection::of(host, record),
+            connection: {
+                let mut c = Connection::of(host, record);
+                // Everyone may see everyone's branches; only the owner (and admins) its password.
+                if !host.caller.may_see_secrets(&host.config.access, record) {
+                    c.redact();
+                }
+                c
+            },
         }
     }
 

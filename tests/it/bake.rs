@@ -70,7 +70,7 @@ fn assert_carried(port: u16, with_users: bool) {
 #[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
 fn live_source_by_tablespace_and_by_logical_copy_with_verify() {
     let (env, source) = source_env();
-    let url = format!("mysql://root@127.0.0.1:{source}");
+    let url = db_branch::testkit::source_url(source);
     let old = env.json(&["create", "old", "--baseline", "1"])["port"]
         .as_u64()
         .unwrap() as u16;
@@ -132,9 +132,10 @@ fn dump_files_plain_and_compressed_with_masking() {
     let status = std::process::Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "{} --no-defaults -h127.0.0.1 -P{source} -uroot --databases shop crm --routines --triggers > {1} && gzip -k {1}",
+            "{} {2} --databases shop crm --routines --triggers > {1} && gzip -k {1}",
             db_branch::testkit::server().dump.display(),
-            dump.display()
+            dump.display(),
+            db_branch::testkit::login(source)
         ))
         .status()
         .unwrap();
@@ -182,7 +183,7 @@ fn dump_files_plain_and_compressed_with_masking() {
 #[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
 fn bad_sources_fail_clearly_and_an_interrupted_bake_leaves_nothing() {
     let (env, source) = source_env();
-    let url = format!("mysql://root@127.0.0.1:{source}");
+    let url = db_branch::testkit::source_url(source);
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
             vec!["--from".into(), "mysql://root@127.0.0.1:1".into()],
@@ -272,7 +273,7 @@ fn mysql_clone_path_copies_the_whole_instance() {
         return; // CLONE is MySQL's; the MariaDB tiers have nothing to test here.
     }
     let (env, source) = source_env();
-    let url = format!("mysql://root@127.0.0.1:{source}");
+    let url = db_branch::testkit::source_url(source);
     // Without the plugin on the source, --via clone says why; the automatic choice falls
     // back to the tablespace path (the source's files are on this host).
     let err = env.run_err(&["bake", "--from", &url, "--via", "clone"], 2);
@@ -305,4 +306,132 @@ fn mysql_clone_path_copies_the_whole_instance() {
         2,
     );
     assert!(err.contains("nope"), "{err}");
+}
+
+/// Every file under `dir` (recursively, as bytes) that contains `needle`.
+fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+    let mut hits = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let Ok(meta) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(p);
+            } else if meta.is_file() {
+                if let Ok(bytes) = std::fs::read(&p) {
+                    if bytes.windows(needle.len()).any(|w| w == needle) {
+                        hits.push(p.display().to_string());
+                    }
+                }
+            }
+        }
+    }
+    hits
+}
+
+#[test]
+#[ignore = "needs root, btrfs and a server; run by scripts/test"]
+fn the_source_password_never_shows_in_argv_files_logs_or_errors() {
+    let (env, source) = source_env();
+    // An account of the source's own, with a password nothing else contains.
+    let canary = format!("Canary{}x{}", std::process::id(), rand_suffix());
+    sql(
+        source,
+        &format!(
+            "CREATE USER 'baker'@'127.0.0.1' IDENTIFIED BY '{canary}'; \
+             GRANT ALL PRIVILEGES ON *.* TO 'baker'@'127.0.0.1'"
+        ),
+    );
+    let url = format!("mysql://baker@127.0.0.1:{source}");
+    let pw_file = env.root.with_extension("pw");
+    std::fs::write(&pw_file, format!("{canary}\n")).unwrap();
+    let mut stderr_all = String::new();
+    for (how, args) in [
+        ("MYSQL_PWD", vec!["bake", "--from", &url, "--verify"]),
+        (
+            "--password-file",
+            vec![
+                "bake",
+                "--from",
+                &url,
+                "--via",
+                "logical",
+                "--password-file",
+                pw_file.to_str().unwrap(),
+            ],
+        ),
+    ] {
+        let mut cmd = env.command(&args);
+        if how == "MYSQL_PWD" {
+            cmd.env("MYSQL_PWD", &canary);
+        }
+        let child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The process list, while the bake runs (every process's full argv).
+        let mut looked = 0;
+        while std::fs::metadata(format!("/proc/{}", child.id())).is_ok() && looked < 600 {
+            for p in std::fs::read_dir("/proc").unwrap().flatten() {
+                if let Ok(argv) = std::fs::read(p.path().join("cmdline")) {
+                    assert!(
+                        !argv.windows(canary.len()).any(|w| w == canary.as_bytes()),
+                        "{how}: the password is in the argv of {}: {}",
+                        p.path().display(),
+                        String::from_utf8_lossy(&argv).replace('\0', " ")
+                    );
+                }
+            }
+            looked += 1;
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{how}: {err}");
+        assert!(
+            looked > 0,
+            "{how}: the bake ended before the process list was read"
+        );
+        stderr_all.push_str(&err);
+        stderr_all.push_str(&String::from_utf8_lossy(&out.stdout));
+    }
+    // An error about a source with the password in its URL does not repeat it.
+    let out = env.run(&[
+        "bake",
+        "--from",
+        &format!("mysql://baker:{canary}@127.0.0.1:1"),
+    ]);
+    assert!(!out.status.success());
+    stderr_all.push_str(&String::from_utf8_lossy(&out.stderr));
+    assert!(
+        !stderr_all.contains(&canary),
+        "the password is in the output:\n{stderr_all}"
+    );
+    let _ = std::fs::remove_file(&pw_file);
+    // Nothing db-branch wrote under its root holds it: records, lock notes, logs, option
+    // files, baselines (the source's datadir keeps only the account's hash).
+    let hits = files_containing(&env.root, canary.as_bytes());
+    assert!(hits.is_empty(), "the password is in {hits:?}");
+    // Nor the journal, under systemd.
+    if db_branch::testkit::service() == "systemd" {
+        let journal = std::process::Command::new("journalctl")
+            .args(["--no-pager", "-o", "cat", "--since", "-10min"])
+            .output()
+            .unwrap();
+        assert!(
+            !String::from_utf8_lossy(&journal.stdout).contains(&canary),
+            "the password is in the journal"
+        );
+    }
+}
+
+fn rand_suffix() -> String {
+    db_branch::store::secrets::generate_password().unwrap()[..12].to_string()
 }

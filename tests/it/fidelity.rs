@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 fn client(port: u16) -> Command {
     let mut c = Command::new(server().client);
     c.args(["--no-defaults", "-h127.0.0.1", "-uroot"])
+        .args(db_branch::testkit::password_arg(port))
         .arg(format!("-P{port}"));
     c
 }
@@ -62,6 +63,7 @@ fn fingerprint(port: u16, history: bool) -> String {
     let s = server();
     let mut cmd = Command::new(&s.dump);
     cmd.args(["--no-defaults", "-h127.0.0.1", "-uroot"])
+        .args(db_branch::testkit::password_arg(port))
         .arg(format!("-P{port}"))
         .args([
             "--skip-dump-date",
@@ -223,7 +225,7 @@ fn generations(env: &TestEnv) -> usize {
 #[ignore = "needs root, btrfs and a server; run by scripts/test"]
 fn live_paths_carry_everything_and_verify_checks_definitions_and_rows() {
     let (env, source) = source();
-    let url = format!("mysql://root@127.0.0.1:{source}");
+    let url = db_branch::testkit::source_url(source);
     let want = fingerprint(source, true);
 
     // Tablespace: FULLTEXT and partitioned tables are copied as rows, and say so.
@@ -373,6 +375,7 @@ fn a_clean_datadir_carries_everything() {
 fn dump(port: u16, tool: &Path, args: &[&str], file: &Path) {
     let out = Command::new(tool)
         .args(["--no-defaults", "-h127.0.0.1", "-uroot"])
+        .args(db_branch::testkit::password_arg(port))
         .arg(format!("-P{port}"))
         .args(args)
         .output()

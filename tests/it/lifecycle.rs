@@ -17,6 +17,28 @@ fn create_write_reset_delete() {
     let baseline_sum = checksum(port);
     assert_eq!(sql(port, "SELECT COUNT(*) FROM shop.orders"), "20000");
 
+    // Its own password: nobody logs in over TCP without it, and the server reads no file
+    // outside the branch's own directory.
+    let password = db_branch::testkit::password(port);
+    assert_eq!(password.len(), 32, "{created}");
+    for without in [vec![], vec!["-pwrong".to_string()]] {
+        let out = std::process::Command::new(db_branch::testkit::server().client)
+            .args([
+                "--no-defaults",
+                "-h127.0.0.1",
+                "-uroot",
+                &format!("-P{port}"),
+            ])
+            .args(&without)
+            .args(["-e", "SELECT 1"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "logged in with {without:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("Access denied"), "{err}");
+    }
+    assert_eq!(sql(port, "SELECT LOAD_FILE('/etc/passwd') IS NULL"), "1");
+
     // Write: change rows, drop a table, add a database.
     sql(
         port,
@@ -36,6 +58,10 @@ fn create_write_reset_delete() {
         "same port after reset"
     );
     assert_eq!(reset["state"], "running");
+    assert_eq!(
+        reset["connection"]["password"], password,
+        "a reset keeps the password"
+    );
     assert_eq!(checksum(port), baseline_sum, "data back to the baseline");
     assert_eq!(sql(port, "SHOW DATABASES LIKE 'scratch'"), "");
     let log = std::fs::read_to_string(env.error_log("feature-a")).unwrap();
@@ -76,6 +102,8 @@ fn branches_are_isolated() {
     let a = env.json(&["create", "a"])["port"].as_u64().unwrap() as u16;
     let b = env.json(&["create", "b"])["port"].as_u64().unwrap() as u16;
     assert_ne!(a, b);
+    use db_branch::testkit::password;
+    assert_ne!(password(a), password(b), "each branch its own password");
     sql(a, "DELETE FROM shop.orders");
     assert_eq!(sql(a, "SELECT COUNT(*) FROM shop.orders"), "0");
     assert_eq!(sql(b, "SELECT COUNT(*) FROM shop.orders"), "20000");
@@ -163,7 +191,13 @@ fn create_is_idempotent_and_wakes_a_stopped_branch() {
     let dotenv = env.run_ok(&["env", "pr-1"]);
     assert!(dotenv.contains(&format!("MYSQL_PORT={port}")), "{dotenv}");
     let url = env.run_ok(&["env", "pr-1", "--format", "url"]);
-    assert_eq!(url.trim(), format!("mysql://root@127.0.0.1:{port}/"));
+    assert_eq!(
+        url.trim(),
+        format!(
+            "mysql://root:{}@127.0.0.1:{port}/",
+            db_branch::testkit::password(port)
+        )
+    );
 }
 
 #[test]
@@ -211,6 +245,7 @@ fn parallel_creates_get_distinct_ports() {
             String::from_utf8_lossy(&out.stderr)
         );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        db_branch::testkit::remember_passwords(&v);
         let port = v["port"].as_u64().unwrap() as u16;
         assert!(ports.insert(port), "port {port} handed out twice");
         assert_eq!(sql(port, "SELECT COUNT(*) FROM shop.customers"), "2000");

@@ -19,4 +19,5 @@ mod pools;
 mod profiles;
 mod reliability;
 mod servers;
+mod shared_host;
 mod zfs;

@@ -79,6 +79,7 @@ fn warming_every_admitted_branch_stays_within_the_budget() {
             break String::from_utf8_lossy(&out.stderr).into_owned();
         }
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        db_branch::testkit::remember_passwords(&v);
         admitted.push(port(&v));
         assert!(admitted.len() < 200, "the guard never refused");
     };
@@ -139,6 +140,7 @@ fn a_runaway_branch_dies_alone_at_its_ceiling() {
             "-uroot",
             &format!("-P{}", port(&hog)),
         ])
+        .args(db_branch::testkit::password_arg(port(&hog)))
         .arg("-e")
         .arg(format!(
             "SET SESSION max_heap_table_size = 4294967296; CREATE DATABASE h; USE h; \

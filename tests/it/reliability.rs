@@ -131,8 +131,9 @@ fn every_failpoint_is_put_right_by_the_next_command_or_doctor_repair() {
                 let out = std::process::Command::new("sh")
                     .arg("-c")
                     .arg(format!(
-                        "{} --no-defaults -h127.0.0.1 -P{reference} -uroot --databases shop > {}",
+                        "{} {} --databases shop > {}",
                         db_branch::testkit::server().dump.display(),
+                        db_branch::testkit::login(reference),
                         dump.display()
                     ))
                     .status()
@@ -349,6 +350,7 @@ fn a_full_pool_gives_a_clear_error_keeps_the_others_and_recovers_after_delete() 
                 "-h127.0.0.1",
                 "-uroot",
                 &format!("-P{filler}"),
+                &db_branch::testkit::password_arg(filler).unwrap_or_default(),
                 "shop",
                 "-e",
             ])
@@ -386,7 +388,9 @@ fn a_full_pool_gives_a_clear_error_keeps_the_others_and_recovers_after_delete() 
     for _ in 0..120 {
         let out = env.run(&["--json", "create", "newbie"]);
         if out.status.success() {
-            made = Some(serde_json::from_slice::<Value>(&out.stdout).unwrap());
+            let v = serde_json::from_slice::<Value>(&out.stdout).unwrap();
+            db_branch::testkit::remember_passwords(&v);
+            made = Some(v);
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(500));

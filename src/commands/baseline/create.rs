@@ -7,6 +7,10 @@ use std::time::Instant;
 
 pub fn run(host: &Host, args: &BaselineCreateArgs) -> Result<()> {
     let started = Instant::now();
+    // Files named by a user of db-branchd are read only where they could read them.
+    for path in args.from_datadir.iter().chain(&args.sql) {
+        crate::access::check_readable(&host.caller, path)?;
+    }
     let generation = create(
         host,
         &CreateBaselineOptions {

@@ -26,9 +26,11 @@ pub fn run_on_slot(
         },
     )?;
     let (program, args) = command.split_first().expect("clap requires a command");
-    let status = Command::new(program)
-        .args(args)
-        .envs(variables(&claimed))
+    let mut cmd = Command::new(program);
+    cmd.args(args).envs(variables(&claimed));
+    // For a user of db-branchd, the command runs as them, never as root.
+    crate::access::run_as_caller(&mut cmd, &host.caller);
+    let status = cmd
         .status()
         .with_context(|| format!("running `{}`", command.join(" ")));
     release(host, pool, claimed.slot)?;

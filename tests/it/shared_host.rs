@@ -1,0 +1,266 @@
+//! A shared host: users without root act through the db-branchd service on the real system
+//! bus of the systemd namespace (scripts/test runs this module there only). Users, groups,
+//! the service's unit and its bus files are made by the test and removed when it ends.
+
+use db_branch::testkit::{server, TestEnv};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BUS_FILES: [&str; 2] = [
+    "/etc/dbus-1/system.d/io.dbbranch.Manager1.conf",
+    "/usr/share/dbus-1/system-services/io.dbbranch.Manager1.service",
+];
+
+/// OS users and groups made for the test, and the service's files: all removed on drop.
+struct Host {
+    users: Vec<String>,
+    groups: Vec<String>,
+    unit: PathBuf,
+    bin_dir: PathBuf,
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = Command::new("systemctl")
+            .args(["stop", "db-branchd.service"])
+            .status();
+        let _ = std::fs::remove_file(&self.unit);
+        for f in BUS_FILES {
+            let _ = std::fs::remove_file(f);
+        }
+        let _ = Command::new("systemctl").arg("daemon-reload").status();
+        reload_bus();
+        for u in &self.users {
+            let _ = Command::new("userdel").arg(u).status();
+        }
+        for g in &self.groups {
+            let _ = Command::new("groupdel").arg(g).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.bin_dir);
+    }
+}
+
+fn reload_bus() {
+    let _ = Command::new("busctl")
+        .args([
+            "call",
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus",
+            "ReloadConfig",
+        ])
+        .status();
+}
+
+fn ok(cmd: &mut Command) {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// db-branch run by OS user `user` (no sudo), against the test's config.
+fn as_user(bin: &Path, env: &TestEnv, user: &str, args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args([
+            &format!("--reuid={user}"),
+            &format!("--regid={user}"),
+            "--init-groups",
+            "--",
+        ])
+        .arg(bin)
+        .args(args)
+        .env("DB_BRANCH_CONFIG", &env.config)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn code(out: &Output) -> Option<i32> {
+    out.status.code()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+#[ignore = "needs root, systemd as PID 1 with a system bus and a server; run by scripts/test"]
+fn users_act_on_their_own_branches_through_the_service() {
+    assert_eq!(
+        db_branch::testkit::service(),
+        "systemd",
+        "db-branchd needs systemd: scripts/test runs this module in the systemd namespace"
+    );
+    let id = std::process::id();
+    let (users_group, admins_group) = (format!("dbbtu{id}"), format!("dbbtadm{id}"));
+    let (alice, bob, eve) = (
+        format!("dbbta{id}"),
+        format!("dbbtb{id}"),
+        format!("dbbte{id}"),
+    );
+    let env = TestEnv::new(
+        "",
+        &format!(
+            "[access]\nusers_group = \"{users_group}\"\nadmins_group = \"{admins_group}\"\nservice = true\n"
+        ),
+    );
+    let bin_dir = PathBuf::from(format!("/var/lib/dbbt/bin-{id}"));
+    let host = Host {
+        users: vec![alice.clone(), bob.clone(), eve.clone()],
+        groups: vec![users_group.clone(), admins_group.clone()],
+        unit: PathBuf::from("/run/systemd/system/db-branchd.service"),
+        bin_dir: bin_dir.clone(),
+    };
+    for g in &host.groups {
+        ok(Command::new("groupadd").arg(g));
+    }
+    for u in [&alice, &bob] {
+        ok(Command::new("useradd").args([
+            "--no-create-home",
+            "--user-group",
+            "--shell",
+            "/usr/sbin/nologin",
+            "--groups",
+            &users_group,
+            u,
+        ]));
+    }
+    ok(Command::new("useradd").args([
+        "--no-create-home",
+        "--user-group",
+        "--shell",
+        "/usr/sbin/nologin",
+        &eve,
+    ]));
+    // A copy every user may run (the build tree may not be reachable for them); the
+    // service's unit runs the copy that ran `init`.
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let bin = bin_dir.join("db-branch");
+    std::fs::copy(db_branch::testkit::bin(), &bin).unwrap();
+    ok(Command::new(&bin)
+        .args(["init"])
+        .env("DB_BRANCH_CONFIG", &env.config));
+    for f in BUS_FILES {
+        assert!(Path::new(f).exists(), "init installed {f}");
+    }
+    // The service's sandbox, as systemd scores it (docs/security.md promises ≤ 4.0).
+    let analyze = Command::new("systemd-analyze")
+        .args(["security", "--offline=true"])
+        .arg(&host.unit)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&analyze.stdout).into_owned();
+    let exposure: f64 = report
+        .lines()
+        .find_map(|l| l.split("db-branchd.service: ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("no exposure level in:\n{report}"));
+    assert!(exposure <= 4.0, "exposure {exposure}:\n{report}");
+    env.run_ok(&["baseline", "create", "--empty"]);
+
+    // alice creates her branch, gets her own password, logs in with it, resets it.
+    let out = as_user(&bin, &env, &alice, &["--json", "create", "a1"]);
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    let created: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(created["owner"], alice.as_str());
+    let port = created["port"].as_u64().unwrap() as u16;
+    let password = created["connection"]["password"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(password.len(), 32);
+    let login = |pw: &str| {
+        Command::new(server().client)
+            .args([
+                "--no-defaults",
+                "-h127.0.0.1",
+                "-uroot",
+                &format!("-P{port}"),
+            ])
+            .arg(format!("-p{pw}"))
+            .args(["-N", "-B", "-e", "SELECT 42"])
+            .output()
+            .unwrap()
+    };
+    let answer = login(&password);
+    assert!(answer.status.success(), "{}", stderr(&answer));
+    assert_eq!(String::from_utf8_lossy(&answer.stdout).trim(), "42");
+    let out = as_user(&bin, &env, &alice, &["--json", "reset", "a1"]);
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    let out = as_user(&bin, &env, &alice, &["env", "a1", "--format", "url"]);
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&password));
+    // Exit codes come through: a branch that does not exist is exit 2.
+    let out = as_user(&bin, &env, &alice, &["status", "nope"]);
+    assert_eq!(code(&out), Some(2), "{}", stderr(&out));
+
+    // bob may see alice's branch but not act on it, read its password or log in.
+    for args in [
+        &["env", "a1"][..],
+        &["reset", "a1"],
+        &["stop", "a1"],
+        &["start", "a1"],
+        &["extend", "a1", "--ttl", "1h"],
+        &["protect", "a1"],
+        &["delete", "a1", "--yes"],
+    ] {
+        let out = as_user(&bin, &env, &bob, args);
+        assert_eq!(code(&out), Some(77), "bob {args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("not yours: owned by {alice}")),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let out = as_user(&bin, &env, &bob, &["--json", "status", "a1"]);
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(seen["connection"].get("password").is_none(), "{seen}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(&password));
+    let cat = Command::new("setpriv")
+        .args([
+            &format!("--reuid={bob}"),
+            &format!("--regid={bob}"),
+            "--init-groups",
+            "--",
+        ])
+        .arg("cat")
+        .arg(env.root.join("secrets/a1/password"))
+        .output()
+        .unwrap();
+    assert!(!cat.status.success(), "bob read alice's password file");
+    assert!(!login("").status.success() && !login("wrong").status.success());
+    // Host-wide work is for admins.
+    let out = as_user(&bin, &env, &bob, &["gc"]);
+    assert_eq!(code(&out), Some(77), "{}", stderr(&out));
+    // bob cannot take over alice's branch name, nor make one for her.
+    let out = as_user(&bin, &env, &bob, &["create", "a1"]);
+    assert_eq!(code(&out), Some(77), "{}", stderr(&out));
+    let out = as_user(&bin, &env, &bob, &["create", "b1", "--owner", &alice]);
+    assert_eq!(code(&out), Some(77), "{}", stderr(&out));
+
+    // Outside the group: a clear refusal.
+    let out = as_user(&bin, &env, &eve, &["list"]);
+    assert_eq!(code(&out), Some(77), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("not in group {users_group}")),
+        "{}",
+        stderr(&out)
+    );
+
+    // Root sees everything, owners included; alice deletes her branch.
+    let all = env.json(&["list"]);
+    assert_eq!(all[0]["owner"], alice.as_str(), "{all}");
+    let out = as_user(&bin, &env, &alice, &["delete", "a1", "--yes"]);
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    assert_eq!(env.json(&["list"]), serde_json::json!([]));
+    assert!(
+        !env.root.join("secrets/a1").exists(),
+        "secrets go with the branch"
+    );
+    drop(host);
+}
