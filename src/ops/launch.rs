@@ -85,12 +85,15 @@ pub fn write_options(host: &Host, record: &BranchRecord) -> Result<()> {
     let mut spec = server_spec(host, record)?;
     let password =
         secrets::ensure_password(&host.layout, &record.name, secrets::uid_of(&record.owner))?;
-    let statements = spec
-        .flavour
-        .client_account_sql(&host.config.client.user, &password);
+    let user = &host.config.client.user;
+    let remote = crate::store::tls::needed(host.config.bind_address);
+    let mut statements = spec.flavour.client_account_sql(user, &password);
+    if remote {
+        statements.extend(spec.flavour.remote_client_account_sql(user, &password));
+    }
     let server_gid = secrets::gid_of(&host.config.mysqld.user);
     secrets::write_init_sql(&host.layout, &record.name, &statements, server_gid)?;
-    if crate::store::tls::needed(host.config.bind_address) {
+    if remote {
         spec.tls = Some(crate::store::tls::branch_files(
             &host.layout,
             &record.name,

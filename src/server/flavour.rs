@@ -329,6 +329,18 @@ impl Flavour {
         sql
     }
 
+    /// The client account `user` for connections from other machines (`'%'`), for branches
+    /// listening off loopback (which then require TLS of every connection).
+    pub fn remote_client_account_sql(&self, user: &str, password: &str) -> Vec<String> {
+        let account = format!("{}@'%'", crate::server::conn::sql_string(user));
+        let p = crate::server::conn::sql_string(password);
+        vec![
+            format!("CREATE USER IF NOT EXISTS {account} IDENTIFIED BY {p}"),
+            format!("ALTER USER {account} IDENTIFIED BY {p}"),
+            format!("GRANT ALL PRIVILEGES ON *.* TO {account} WITH GRANT OPTION"),
+        ]
+    }
+
     /// The information_schema table listing InnoDB tables with their ids.
     pub fn innodb_tables_view(&self) -> &'static str {
         match self.family {

@@ -15,6 +15,7 @@ mod idle_ttl;
 mod lifecycle;
 mod memory;
 mod migrate;
+mod network;
 mod pools;
 mod profiles;
 mod reliability;
