@@ -25,9 +25,24 @@ pub fn admin(socket: &Path) -> Result<mysql::Conn> {
 
 /// The last lines of a server's error log, for messages.
 pub fn log_tail(log: &Path) -> String {
-    std::fs::read(log)
+    read_no_follow(log)
         .map(|b| crate::exec::tail(&b))
         .unwrap_or_else(|e| format!("(no log at {}: {e})", log.display()))
+}
+
+/// Reads a file the server's OS user may have written (its log, in a directory it owns)
+/// without following a link planted in its place: root must not quote, say, /etc/shadow
+/// into an error message shown to a db-branchd caller.
+pub fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Waits until the server behind `socket` answers (a query, or an authentication refusal:

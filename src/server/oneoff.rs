@@ -197,7 +197,9 @@ impl<'a> OneOff<'a> {
         drop(conn);
         let mut child = self.child.lock().unwrap().take().expect("running");
         wait_exit(&mut child, Duration::from_secs(1800))?;
-        let log = fs::read_to_string(&self.spec.error_log).unwrap_or_default();
+        let log = super::conn::read_no_follow(&self.spec.error_log)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         if !recovery_expected {
             if let Some(line) = crash_recovery_line(&log) {
                 return Err(ServerError::UncleanDatadir {
