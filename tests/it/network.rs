@@ -25,9 +25,17 @@ impl Veth {
         let peer_addr = format!("10.231.{net}.2/30");
         for args in [
             vec!["netns", "add", &v.ns],
-            vec!["link", "add", &v.link, "type", "veth", "peer", "name", &peer],
+            vec![
+                "link", "add", &v.link, "type", "veth", "peer", "name", &peer,
+            ],
             vec!["link", "set", &peer, "netns", &v.ns],
-            vec!["addr", "add", &format!("{}/30", v.host_addr), "dev", &v.link],
+            vec![
+                "addr",
+                "add",
+                &format!("{}/30", v.host_addr),
+                "dev",
+                &v.link,
+            ],
             vec!["link", "set", &v.link, "up"],
             vec!["-n", &v.ns, "addr", "add", &peer_addr, "dev", &peer],
             vec!["-n", &v.ns, "link", "set", &peer, "up"],
@@ -56,7 +64,9 @@ impl Veth {
 
 impl Drop for Veth {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &self.link]).status();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.link])
+            .status();
         let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
     }
 }
@@ -75,7 +85,10 @@ fn off_loopback_a_branch_requires_tls_and_clients_verify_it() {
     let ca = conn["ssl_ca"].as_str().expect("ssl_ca in the connection");
     let password = conn["password"].as_str().unwrap();
     assert!(
-        conn["url"].as_str().unwrap().contains("ssl-mode=VERIFY_IDENTITY"),
+        conn["url"]
+            .as_str()
+            .unwrap()
+            .contains("ssl-mode=VERIFY_IDENTITY"),
         "{conn}"
     );
     let vars = env.run_ok(&["env", "far"]);
@@ -93,7 +106,10 @@ fn off_loopback_a_branch_requires_tls_and_clients_verify_it() {
     ];
     // Verified TLS from the other machine: the server's certificate is for this address.
     let verified: Vec<String> = if s.mysql {
-        vec![format!("--ssl-ca={ca}"), "--ssl-mode=VERIFY_IDENTITY".into()]
+        vec![
+            format!("--ssl-ca={ca}"),
+            "--ssl-mode=VERIFY_IDENTITY".into(),
+        ]
     } else {
         vec![format!("--ssl-ca={ca}"), "--ssl-verify-server-cert".into()]
     };
