@@ -252,6 +252,61 @@ fn users_act_on_their_own_branches_through_the_service() {
         stderr(&out)
     );
 
+    // What db-branch runs for a user runs as that user, never as root.
+    env.run_ok(&["pool", "create", "p", "--size", "1"]);
+    let out = as_user(&bin, &env, &alice, &["pool", "run", "p", "--", "id", "-un"]);
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), alice.as_str());
+    env.run_ok(&["--yes", "pool", "delete", "p"]);
+
+    // A caller that goes away mid-command leaves no half-made branch: the command runs to
+    // its end in its own unit.
+    let mut gone = Command::new("setpriv")
+        .args([
+            &format!("--reuid={alice}"),
+            &format!("--regid={alice}"),
+            "--init-groups",
+            "--",
+        ])
+        .arg(&bin)
+        .args(["create", "a2"])
+        .env("DB_BRANCH_CONFIG", &env.config)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Gone as soon as the create has begun (its record exists, its server not yet up).
+    let record = env.root.join("branches/a2/branch.json");
+    let begun = std::time::Instant::now();
+    while !record.exists() && begun.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    gone.kill().unwrap();
+    gone.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let s = env.run(&["--json", "status", "a2"]);
+        let v: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap_or_default();
+        if v["state"] == "running" {
+            assert_eq!(v["owner"], alice.as_str());
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a2 never finished: {}",
+            stderr(&s)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let doctor = env.json(&["doctor"]);
+    assert!(
+        doctor["findings"].as_array().is_none_or(|f| f.is_empty()),
+        "{doctor}"
+    );
+    let out = as_user(&bin, &env, &alice, &["delete", "a2", "--yes"]);
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+
     // Root sees everything, owners included; alice deletes her branch.
     let all = env.json(&["list"]);
     assert_eq!(all[0]["owner"], alice.as_str(), "{all}");
