@@ -40,8 +40,9 @@ impl Layout {
     pub fn embedded_mount(&self) -> PathBuf {
         self.root.join("pool")
     }
-    /// Per-branch metadata, option file, socket, pid file and error log. Kept outside the
-    /// datadir so that a reset (which replaces the datadir) keeps the log that proves it.
+    /// Per-branch record and option file (root's: only root writes here), and `run/`.
+    /// Kept outside the datadir so that a reset (which replaces the datadir) keeps the log
+    /// that proves it.
     pub fn branch_dir(&self, name: &BranchName) -> PathBuf {
         self.root.join("branches").join(name.as_str())
     }
@@ -54,14 +55,23 @@ impl Layout {
     pub fn option_file(&self, name: &BranchName) -> PathBuf {
         self.branch_dir(name).join("my.cnf")
     }
+    /// What the branch's server writes (socket, pid file, error log, `tmp/`): the one
+    /// directory its OS user owns, so nothing root writes lives where it could plant a link.
+    pub fn run_dir(&self, name: &BranchName) -> PathBuf {
+        self.branch_dir(name).join("run")
+    }
     pub fn socket(&self, name: &BranchName) -> PathBuf {
-        self.branch_dir(name).join("mysqld.sock")
+        self.run_dir(name).join("mysqld.sock")
     }
     pub fn pid_file(&self, name: &BranchName) -> PathBuf {
-        self.branch_dir(name).join("mysqld.pid")
+        self.run_dir(name).join("mysqld.pid")
     }
     pub fn error_log(&self, name: &BranchName) -> PathBuf {
-        self.branch_dir(name).join("error.log")
+        self.run_dir(name).join("error.log")
+    }
+    /// The server's temporary directory and its `secure_file_priv`.
+    pub fn branch_tmp(&self, name: &BranchName) -> PathBuf {
+        self.run_dir(name).join("tmp")
     }
     /// Branch passwords and the start-up SQL that sets them (see `store::secrets`): a
     /// directory only root writes, outside the branch directories the servers own.

@@ -156,7 +156,7 @@ fn apply<'a>(host: &'a Host, record: &mut BranchRecord, undo: &mut Undo<'a>) -> 
         )?;
         // The record holds the port for us from here on, even if we crash.
         host.server
-            .prepare_runtime_dir(&host.layout.branch_dir(&name))?;
+            .prepare_runtime_dir(&host.layout.run_dir(&name))?;
         let n = name.clone();
         undo.push("remove the branch's record and directory", move || {
             records::remove_dir(&host.layout, &n)

@@ -336,7 +336,7 @@ pub fn orphans(host: &Host, repair: bool) -> Result<Vec<Finding>> {
         if let Some(record) = records::from_metadata(&name, &meta) {
             let outcome = fix(&name, &|| {
                 host.server
-                    .prepare_runtime_dir(&host.layout.branch_dir(&name))?;
+                    .prepare_runtime_dir(&host.layout.run_dir(&name))?;
                 records::save(&host.layout, &record)?;
                 write_options(host, &record)
             });

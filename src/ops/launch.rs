@@ -47,7 +47,7 @@ pub fn launch_for(host: &Host, record: &BranchRecord) -> Launch {
 
 pub fn server_spec(host: &Host, record: &BranchRecord) -> Result<ServerSpec> {
     let name = &record.name;
-    let tmpdir = host.layout.branch_dir(name).join("tmp");
+    let tmpdir = host.layout.branch_tmp(name);
     Ok(ServerSpec {
         // The options are for the program that will read them.
         flavour: host.server.flavour()?,
@@ -83,6 +83,11 @@ pub fn check_server(host: &Host, record: &BranchRecord) -> Result<()> {
 /// password (made the first time; kept for the branch's life).
 pub fn write_options(host: &Host, record: &BranchRecord) -> Result<()> {
     let mut spec = server_spec(host, record)?;
+    // Branches made before `run/` existed: their directory becomes root's, the server's
+    // files move to `run/` with this start.
+    crate::store::records::claim_branch_dir(&host.layout, &record.name)?;
+    host.server
+        .prepare_runtime_dir(&host.layout.run_dir(&record.name))?;
     let password =
         secrets::ensure_password(&host.layout, &record.name, secrets::uid_of(&record.owner))?;
     let user = &host.config.client.user;

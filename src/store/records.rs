@@ -51,6 +51,31 @@ pub fn list(layout: &Layout) -> Result<Vec<BranchRecord>> {
     Ok(records)
 }
 
+/// Makes the branch's directory root's (0755): branches made before the server's files
+/// moved to `run/` had it owned by the server's OS user.
+pub fn claim_branch_dir(layout: &Layout, name: &BranchName) -> Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(()); // (unit tests as a user: nothing to give away)
+    }
+    let dir = layout.branch_dir(name);
+    let meta = fs::symlink_metadata(&dir).with_context(|| format!("checking {}", dir.display()))?;
+    if !meta.is_dir() {
+        anyhow::bail!("{} is not a directory", dir.display());
+    }
+    if meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+        nix::unistd::chown(
+            &dir,
+            Some(nix::unistd::Uid::from_raw(0)),
+            Some(nix::unistd::Gid::from_raw(0)),
+        )
+        .with_context(|| format!("giving {} to root", dir.display()))?;
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755))
+            .with_context(|| format!("setting the mode of {}", dir.display()))?;
+    }
+    Ok(())
+}
+
 /// Removes a branch's directory (record, option file, log, socket).
 pub fn remove_dir(layout: &Layout, name: &BranchName) -> Result<()> {
     let dir = layout.branch_dir(name);

@@ -233,7 +233,10 @@ impl TestEnv {
     }
 
     pub fn error_log(&self, branch: &str) -> PathBuf {
-        self.root.join("branches").join(branch).join("error.log")
+        self.root
+            .join("branches")
+            .join(branch)
+            .join("run/error.log")
     }
 
     /// Pids of live processes started with an option file under this root.

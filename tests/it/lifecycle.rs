@@ -48,6 +48,21 @@ fn create_write_reset_delete() {
     );
     assert_ne!(checksum(port), baseline_sum);
 
+    // Root's files in a directory only root writes; the server's in run/, its own.
+    use std::os::unix::fs::MetadataExt;
+    let dir = env.root.join("branches/feature-a");
+    let owner = |p: &std::path::Path| std::fs::metadata(p).unwrap().uid();
+    let mysql_uid = nix::unistd::User::from_name("mysql")
+        .unwrap()
+        .unwrap()
+        .uid
+        .as_raw();
+    assert_eq!(owner(&dir), 0);
+    assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o755);
+    assert_eq!(owner(&dir.join("run")), mysql_uid);
+    // A directory an older db-branch gave the server is given back to root at the next start.
+    nix::unistd::chown(&dir, Some(nix::unistd::Uid::from_raw(mysql_uid)), None).unwrap();
+
     let log_before = std::fs::read_to_string(env.error_log("feature-a"))
         .unwrap()
         .len();
@@ -63,6 +78,11 @@ fn create_write_reset_delete() {
         "a reset keeps the password"
     );
     assert_eq!(checksum(port), baseline_sum, "data back to the baseline");
+    assert_eq!(
+        owner(&dir),
+        0,
+        "reset gave the branch directory back to root"
+    );
     assert_eq!(sql(port, "SHOW DATABASES LIKE 'scratch'"), "");
     let log = std::fs::read_to_string(env.error_log("feature-a")).unwrap();
     let since_reset = &log[log_before..];
