@@ -22,6 +22,12 @@ _db__branch() {
             db__branch,baseline)
                 cmd="db__branch__subcmd__baseline"
                 ;;
+            db__branch,checkpoint)
+                cmd="db__branch__subcmd__checkpoint"
+                ;;
+            db__branch,checkpoints)
+                cmd="db__branch__subcmd__checkpoints"
+                ;;
             db__branch,completions)
                 cmd="db__branch__subcmd__completions"
                 ;;
@@ -33,6 +39,9 @@ _db__branch() {
                 ;;
             db__branch,delete)
                 cmd="db__branch__subcmd__delete"
+                ;;
+            db__branch,diff)
+                cmd="db__branch__subcmd__diff"
                 ;;
             db__branch,doctor)
                 cmd="db__branch__subcmd__doctor"
@@ -106,11 +115,29 @@ _db__branch() {
             db__branch__subcmd__baseline__subcmd__help,prune)
                 cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__prune"
                 ;;
+            db__branch__subcmd__checkpoint,delete)
+                cmd="db__branch__subcmd__checkpoint__subcmd__delete"
+                ;;
+            db__branch__subcmd__checkpoint,help)
+                cmd="db__branch__subcmd__checkpoint__subcmd__help"
+                ;;
+            db__branch__subcmd__checkpoint__subcmd__help,delete)
+                cmd="db__branch__subcmd__checkpoint__subcmd__help__subcmd__delete"
+                ;;
+            db__branch__subcmd__checkpoint__subcmd__help,help)
+                cmd="db__branch__subcmd__checkpoint__subcmd__help__subcmd__help"
+                ;;
             db__branch__subcmd__help,bake)
                 cmd="db__branch__subcmd__help__subcmd__bake"
                 ;;
             db__branch__subcmd__help,baseline)
                 cmd="db__branch__subcmd__help__subcmd__baseline"
+                ;;
+            db__branch__subcmd__help,checkpoint)
+                cmd="db__branch__subcmd__help__subcmd__checkpoint"
+                ;;
+            db__branch__subcmd__help,checkpoints)
+                cmd="db__branch__subcmd__help__subcmd__checkpoints"
                 ;;
             db__branch__subcmd__help,completions)
                 cmd="db__branch__subcmd__help__subcmd__completions"
@@ -123,6 +150,9 @@ _db__branch() {
                 ;;
             db__branch__subcmd__help,delete)
                 cmd="db__branch__subcmd__help__subcmd__delete"
+                ;;
+            db__branch__subcmd__help,diff)
+                cmd="db__branch__subcmd__help__subcmd__diff"
                 ;;
             db__branch__subcmd__help,doctor)
                 cmd="db__branch__subcmd__help__subcmd__doctor"
@@ -180,6 +210,9 @@ _db__branch() {
                 ;;
             db__branch__subcmd__help__subcmd__baseline,prune)
                 cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__prune"
+                ;;
+            db__branch__subcmd__help__subcmd__checkpoint,delete)
+                cmd="db__branch__subcmd__help__subcmd__checkpoint__subcmd__delete"
                 ;;
             db__branch__subcmd__help__subcmd__pool,claim)
                 cmd="db__branch__subcmd__help__subcmd__pool__subcmd__claim"
@@ -275,7 +308,7 @@ _db__branch() {
 
     case "${cmd}" in
         db__branch)
-            opts="-y -q -h -V --config --json --yes --quiet --help --version init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake pool completions daemon help"
+            opts="-y -q -h -V --config --json --yes --quiet --help --version init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints diff completions daemon help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -357,13 +390,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__baseline__subcmd__create)
-            opts="-y -q -h --empty --from-datadir --sql --config --json --yes --quiet --help"
+            opts="-y -q -h --empty --from-datadir --from-branch --sql --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --from-datadir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --from-branch)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -488,6 +525,102 @@ _db__branch() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        db__subcmd__branch__subcmd__checkpoint)
+            opts="-y -q -h --clean --config --json --yes --quiet --help delete help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__checkpoint__subcmd__delete)
+            opts="-y -q -h --config --json --yes --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__checkpoint__subcmd__help)
+            opts="delete help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__checkpoint__subcmd__help__subcmd__delete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__checkpoint__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__checkpoints)
+            opts="-y -q -h --config --json --yes --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         db__subcmd__branch__subcmd__completions)
             opts="-y -q -h --config --json --yes --quiet --help bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -507,7 +640,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__create)
-            opts="-y -q -h --baseline --buffer-pool --ttl --expires-at --label --owner --profile --config --json --yes --quiet --help"
+            opts="-y -q -h --baseline --buffer-pool --ttl --expires-at --label --owner --profile --from --clean --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -541,6 +674,10 @@ _db__branch() {
                     COMPREPLY=($(compgen -W "test durable" -- "${cur}"))
                     return 0
                     ;;
+                --from)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -572,6 +709,24 @@ _db__branch() {
             ;;
         db__subcmd__branch__subcmd__delete)
             opts="-y -q -h --force --config --json --yes --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__diff)
+            opts="-y -q -h --data --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -685,7 +840,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help)
-            opts="init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake pool completions daemon help"
+            opts="init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints diff completions daemon help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -768,6 +923,48 @@ _db__branch() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        db__subcmd__branch__subcmd__help__subcmd__checkpoint)
+            opts="delete"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__checkpoint__subcmd__delete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__checkpoints)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         db__subcmd__branch__subcmd__help__subcmd__completions)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -811,6 +1008,20 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help__subcmd__delete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__diff)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1193,7 +1404,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__list)
-            opts="-y -q -h --label --config --json --yes --quiet --help"
+            opts="-y -q -h --label --tree --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1645,13 +1856,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__reset)
-            opts="-y -q -h --ttl --config --json --yes --quiet --help"
+            opts="-y -q -h --ttl --to --config --json --yes --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --to)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -156,6 +156,15 @@ pub fn need(command: &Command) -> Need {
         C::Extend(a) => Need::Owner(a.name.clone()),
         C::Protect(a) => Need::Owner(a.name.clone()),
         C::Create(a) => Need::Owner(a.name.clone()),
+        C::Checkpoint(a) => match &a.command {
+            Some(crate::cli::CheckpointCommand::Delete { name, .. }) => Need::Owner(name.clone()),
+            None => match &a.name {
+                Some(n) => Need::Owner(n.clone()),
+                None => Need::User,
+            },
+        },
+        C::Checkpoints(a) => Need::Owner(a.name.clone()),
+        C::Diff(_) => Need::User,
         C::List(_) | C::Status(_) | C::Completions { .. } => Need::User,
         C::Baseline(BaselineCommand::List) => Need::User,
         C::Pool(PoolCommand::List | PoolCommand::Status(_)) => Need::User,

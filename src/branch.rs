@@ -70,6 +70,104 @@ impl fmt::Display for BranchName {
     }
 }
 
+/// A checkpoint's tag: the same characters as a branch name (it names a snapshot kept
+/// beside the branch's), at most 32 bytes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct CheckpointTag(String);
+
+impl CheckpointTag {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for CheckpointTag {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.len() > 32 {
+            return Err(format!(
+                "checkpoint tag {s:?} is {} bytes long; the limit is 32",
+                s.len()
+            ));
+        }
+        s.parse::<BranchName>()
+            .map(|_| CheckpointTag(s.to_string()))
+            .map_err(|e| e.replace("branch name", "checkpoint tag"))
+    }
+}
+
+impl<'de> Deserialize<'de> for CheckpointTag {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Display for CheckpointTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `NAME` or `NAME@TAG`: a branch's current state or one of its checkpoints (`--from`,
+/// `diff`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchRef {
+    pub name: BranchName,
+    pub checkpoint: Option<CheckpointTag>,
+}
+
+impl FromStr for BranchRef {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (name, tag) = match s.split_once('@') {
+            Some((n, t)) => (n, Some(t.parse()?)),
+            None => (s, None),
+        };
+        Ok(BranchRef {
+            name: name.parse()?,
+            checkpoint: tag,
+        })
+    }
+}
+
+impl fmt::Display for BranchRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.checkpoint {
+            Some(t) => write!(f, "{}@{t}", self.name),
+            None => write!(f, "{}", self.name),
+        }
+    }
+}
+
+/// Where a branch came from (lineage, `list --tree`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Parent {
+    /// A baseline generation (`create NAME`).
+    Baseline { generation: Generation },
+    /// Another branch's state at the time, or one of its checkpoints (`create --from`).
+    Branch {
+        name: BranchName,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        checkpoint: Option<CheckpointTag>,
+        /// The source was stopped for a clean copy (`--clean`): no crash recovery.
+        clean: bool,
+    },
+}
+
+/// A read-only snapshot of a branch, to reset to (`checkpoint`, `reset --to`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub tag: CheckpointTag,
+    pub created: DateTime<Utc>,
+    /// Taken from a stopped server (`--clean`), else crash-consistent: a reset to it runs
+    /// InnoDB crash recovery.
+    pub clean: bool,
+}
+
 /// A baseline generation: 1, 2, 3… shown as `gen-000003`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -153,6 +251,12 @@ pub struct BranchRecord {
     /// The server that made its baseline (None: recorded before db-branch kept it).
     #[serde(default)]
     pub server: Option<crate::server::flavour::Flavour>,
+    /// Made from another branch (None: from `baseline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<Parent>,
+    /// Its checkpoints, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checkpoints: Vec<Checkpoint>,
 }
 
 fn default_profile() -> Profile {
@@ -188,6 +292,8 @@ impl BranchRecord {
             profile: Profile::Test,
             server_options: Vec::new(),
             server: None,
+            parent: None,
+            checkpoints: Vec::new(),
         }
     }
 

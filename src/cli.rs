@@ -76,6 +76,15 @@ pub enum Command {
     /// Pools of pristine branches that parallel test workers claim in milliseconds
     #[command(subcommand)]
     Pool(PoolCommand),
+    /// Take a read-only snapshot of a branch to reset to (`reset NAME --to TAG`);
+    /// `checkpoint delete NAME TAG` removes one
+    Checkpoint(CheckpointArgs),
+    /// List a branch's checkpoints with their age and own disk use
+    Checkpoints(NameArg),
+    /// Compare two branches, checkpoints or generations: schema (tables, columns, indexes,
+    /// foreign keys, views, routines, triggers, events), with --data row counts and
+    /// checksums; exit 1 when they differ
+    Diff(DiffArgs),
     /// Print a shell completion script
     Completions {
         /// bash, zsh, fish, elvish or powershell
@@ -98,7 +107,12 @@ pub enum BaselineCommand {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("source").required(true).args(["empty", "from_datadir"])))]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["empty", "from_datadir", "from_branch"])))]
+#[command(
+    override_usage = "db-branch baseline create --empty [OPTIONS]\n       \
+    db-branch baseline create --from-datadir <DIR> [OPTIONS]\n       \
+    db-branch baseline create --from-branch <BRANCH> [OPTIONS]"
+)]
 pub struct BaselineCreateArgs {
     /// Start from the server's own initialiser (an empty server)
     #[arg(long)]
@@ -106,6 +120,10 @@ pub struct BaselineCreateArgs {
     /// Copy a datadir that was shut down cleanly
     #[arg(long, value_name = "DIR")]
     pub from_datadir: Option<PathBuf>,
+    /// Promote a branch: its data as the next generation, without a copy (its server is
+    /// stopped cleanly for the snapshot and started again); --sql runs on the copy only
+    #[arg(long, value_name = "BRANCH")]
+    pub from_branch: Option<BranchName>,
     /// SQL file to run before the baseline is frozen (seed data, masking); repeatable
     #[arg(long = "sql", value_name = "FILE")]
     pub sql: Vec<PathBuf>,
@@ -177,6 +195,15 @@ pub struct CreateArgs {
     /// Server profile [default: mysqld.profile]: test (fast) or durable (crash-safe)
     #[arg(long, value_enum)]
     pub profile: Option<crate::config::Profile>,
+    /// Make it from another branch as it is now (BRANCH), or from one of its checkpoints
+    /// (BRANCH@TAG), instead of a baseline. A running source keeps serving: the copy is
+    /// crash-consistent and the new branch starts with InnoDB crash recovery
+    #[arg(long, value_name = "BRANCH[@TAG]", conflicts_with = "baseline")]
+    pub from: Option<crate::branch::BranchRef>,
+    /// With --from: stop the source briefly for a clean copy (no crash recovery), then
+    /// start it again
+    #[arg(long, requires = "from")]
+    pub clean: bool,
 }
 
 #[derive(Debug, Args)]
@@ -186,6 +213,47 @@ pub struct ResetArgs {
     /// Also set the expiry to this long from now (keeps the old one otherwise)
     #[arg(long, value_name = "DURATION")]
     pub ttl: Option<Duration>,
+    /// Back to this checkpoint (see `checkpoints NAME`) instead of the branch's start
+    #[arg(long, value_name = "TAG")]
+    pub to: Option<crate::branch::CheckpointTag>,
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct CheckpointArgs {
+    #[command(subcommand)]
+    pub command: Option<CheckpointCommand>,
+    /// Branch name
+    #[arg(required = true)]
+    pub name: Option<BranchName>,
+    /// Tag of the checkpoint [default: c1, c2, … the next free one]
+    pub tag: Option<crate::branch::CheckpointTag>,
+    /// Stop the server briefly for a clean snapshot (a reset to it needs no crash
+    /// recovery), then start it again [default: crash-consistent, no downtime]
+    #[arg(long)]
+    pub clean: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CheckpointCommand {
+    /// Delete a checkpoint
+    Delete {
+        /// Branch name
+        name: BranchName,
+        /// Tag of the checkpoint
+        tag: crate::branch::CheckpointTag,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// A branch, BRANCH@TAG (a checkpoint) or gen-N (a baseline generation)
+    pub a: String,
+    /// The other one
+    pub b: String,
+    /// Also compare every table's row count and checksum
+    #[arg(long)]
+    pub data: bool,
 }
 
 #[derive(Debug, Args)]
@@ -202,6 +270,10 @@ pub struct ListArgs {
     /// Only branches with this label (repeatable: all must match)
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<Label>,
+    /// Show lineage: each baseline generation with the branches made from it, and the
+    /// branches made from those
+    #[arg(long)]
+    pub tree: bool,
 }
 
 #[derive(Debug, Args, Default)]

@@ -14,14 +14,26 @@ pub fn run(host: &Host, args: &CreateArgs) -> Result<()> {
         owner: args.owner.clone(),
         profile: args.profile,
         server_options: Vec::new(),
+        from: args.from.clone(),
+        clean: args.clean,
     };
     let created = create(host, &opts)?;
     let name = &created.record.name;
-    host.printer.note(if created.existed {
-        format!("branch {name} already exists")
-    } else {
-        format!("created branch {name}")
-    });
+    host.printer
+        .note(match (&created.existed, &args.from, &created.captured) {
+            (true, _, _) => format!("branch {name} already exists"),
+            (false, Some(from), Some(c)) => format!(
+                "created branch {name} from {from} ({}{})",
+                if c.clean {
+                    "clean copy"
+                } else {
+                    "crash-consistent copy: its server ran crash recovery"
+                },
+                c.downtime_seconds
+                    .map_or(String::new(), |d| format!("; {from} was down {d:.2} s"))
+            ),
+            _ => format!("created branch {name}"),
+        });
     host.printer.emit(&CreateView {
         existed: created.existed,
         branch: BranchView::of(host, &created.record),

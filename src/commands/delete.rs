@@ -10,7 +10,21 @@ use std::io::IsTerminal;
 pub fn run(host: &Host, args: &DeleteArgs) -> Result<()> {
     let name = &args.name;
     confirm(host, name)?;
+    let children: Vec<String> = crate::store::records::list(&host.layout)?
+        .into_iter()
+        .filter(|r| {
+            matches!(&r.parent, Some(crate::branch::Parent::Branch { name: p, .. }) if p == name)
+        })
+        .map(|r| r.name.to_string())
+        .collect();
     let deleted = delete(host, name, args.force)? == Deleted::Deleted;
+    if deleted && !children.is_empty() {
+        // Copy-on-write copies share blocks, not dependencies: nothing to move or keep.
+        host.printer.note(format!(
+            "branches made from {name} keep all their data and checkpoints: {}",
+            children.join(", ")
+        ));
+    }
     host.printer.note(if deleted {
         format!("deleted branch {name}")
     } else {

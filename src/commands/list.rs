@@ -6,6 +6,14 @@ use anyhow::Result;
 
 pub fn run(host: &Host, args: &ListArgs) -> Result<()> {
     host.storage.open()?;
+    if args.tree {
+        let records: Vec<_> = records::list(&host.layout)?
+            .into_iter()
+            .filter(|r| r.has_labels(&args.labels))
+            .collect();
+        let tree = crate::view::history::Tree::of(&host.storage.baselines()?, &records);
+        return host.printer.emit(&tree);
+    }
     let views = records::list(&host.layout)?
         .iter()
         .filter(|r| r.has_labels(&args.labels))

@@ -4,9 +4,11 @@
 
 pub mod bake;
 pub mod baseline;
+pub mod checkpoint;
 pub mod completions;
 pub mod create;
 pub mod delete;
+pub mod diff;
 pub mod doctor;
 pub mod env;
 pub mod extend;
@@ -77,6 +79,9 @@ pub fn dispatch(host: &Host, command: &Command) -> Result<()> {
         Command::MigrateCheck(a) => migrate_check::run(host, a),
         Command::Bake(a) => bake::run(host, a),
         Command::Pool(p) => pool::dispatch(host, p),
+        Command::Checkpoint(a) => checkpoint::run(host, a),
+        Command::Checkpoints(a) => checkpoint::list_run(host, a),
+        Command::Diff(a) => diff::run(host, a),
         Command::Doctor(_) | Command::Completions { .. } | Command::Daemon => {
             unreachable!("run without a host by lib::run")
         }

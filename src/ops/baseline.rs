@@ -116,6 +116,53 @@ pub fn create(host: &Host, opts: &CreateBaselineOptions) -> Result<Generation> {
     Ok(generation)
 }
 
+/// `baseline create --from-branch NAME`: the branch's data as the next generation, with no
+/// copy: its server is stopped cleanly, its datadir snapshotted into the workspace and the
+/// server started again (if it was running); then a one-off server on the snapshot runs
+/// the masking SQL and shuts down with a full purge, as for every baseline.
+pub fn promote(
+    host: &Host,
+    name: &crate::branch::BranchName,
+    sql: &[PathBuf],
+) -> Result<(Generation, Option<f64>)> {
+    for file in sql {
+        if !file.is_file() {
+            return Err(crate::error::not_found(format!(
+                "SQL file {} does not exist",
+                file.display()
+            )));
+        }
+    }
+    let record = super::record::require(host, name)?;
+    let made_by = record
+        .server
+        .or_else(|| generation_server(host, record.baseline));
+    check_server_for(host, &format!("branch {name}"), made_by)?;
+    let progress = host.printer.progress().labelled("baseline");
+    let (generation, downtime) = build(host, "baseline", |_workspace, work, generation| {
+        let _lock = host.branch_lock(name)?;
+        let mut record = super::record::require(host, name)?;
+        progress.phase(&format!("snapshot branch {name} (stopped cleanly)"), 0);
+        let mut workspace = PathBuf::new();
+        let captured = super::capture::capture(host, &mut record, true, || {
+            workspace = host.storage.begin_baseline_from_branch(generation, name)?;
+            Ok(())
+        })?;
+        let prep = Preparation {
+            initialize: false,
+            create_client_user: false,
+            sql_files: sql.to_vec(),
+        };
+        let done = host
+            .server
+            .prepare_baseline(&workspace, work, &prep, &progress)
+            .with_context(|| format!("preparing baseline {generation} from branch {name}"));
+        progress.finish();
+        Ok((done?, format!("branch {name}"), captured.downtime_seconds))
+    })?;
+    Ok((generation, downtime))
+}
+
 /// Refuses (exit 2, naming both) what the configured server must not start: a datadir or
 /// generation made by another family or release series. Its first start would upgrade
 /// the data dictionary in place. Unknown origins pass.

@@ -3,11 +3,12 @@
 
 use super::admission::{admit, admit_locked};
 use super::baseline::{check_server_for, generation_server};
+use super::capture::{capture, Captured};
 use super::discard::discard;
 use super::expiry::{resolve, ExpiryRequest};
 use super::launch::{self, launch};
 use super::record::persist;
-use crate::branch::{BranchName, BranchRecord, Generation, Label, Phase};
+use crate::branch::{BranchName, BranchRecord, BranchRef, Generation, Label, Parent, Phase};
 use crate::config::Profile;
 use crate::error::{usage, Error, Kind};
 use crate::host::Host;
@@ -33,6 +34,10 @@ pub struct CreateOptions {
     pub profile: Option<Profile>,
     /// Option-file lines for this branch only (migrate-check's instrumentation).
     pub server_options: Vec<String>,
+    /// Made from another branch's state now, or from one of its checkpoints.
+    pub from: Option<BranchRef>,
+    /// `--clean`: stop the source for a clean copy (else crash-consistent, no downtime).
+    pub clean: bool,
 }
 
 impl CreateOptions {
@@ -46,6 +51,8 @@ impl CreateOptions {
             owner: None,
             profile: None,
             server_options: Vec::new(),
+            from: None,
+            clean: false,
         }
     }
 }
@@ -57,6 +64,8 @@ pub struct Created {
     /// An earlier create of this name died half-way and was cleaned up first.
     pub cleaned_up: bool,
     pub record: BranchRecord,
+    /// How the source was taken (`--from` a running or stopped branch).
+    pub captured: Option<Captured>,
 }
 
 pub fn create(host: &Host, opts: &CreateOptions) -> Result<Created> {
@@ -97,9 +106,22 @@ pub fn create(host: &Host, opts: &CreateOptions) -> Result<Created> {
         None => {}
     }
     host.check_socket_path(name)?;
-    let baseline = resolve_generation(host, opts.baseline)?;
-    let made_by = generation_server(host, baseline);
-    check_server_for(host, &format!("baseline {baseline}"), made_by)?;
+    let (baseline, made_by) = match &opts.from {
+        Some(from) => {
+            let source = source_of(host, from)?;
+            let made_by = source
+                .server
+                .or_else(|| generation_server(host, source.baseline));
+            check_server_for(host, &format!("branch {}", from.name), made_by)?;
+            (source.baseline, made_by)
+        }
+        None => {
+            let baseline = resolve_generation(host, opts.baseline)?;
+            let made_by = generation_server(host, baseline);
+            check_server_for(host, &format!("baseline {baseline}"), made_by)?;
+            (baseline, made_by)
+        }
+    };
     host.check_free_space()?;
     let mut record = BranchRecord::new(
         name.clone(),
@@ -124,22 +146,33 @@ pub fn create(host: &Host, opts: &CreateOptions) -> Result<Created> {
         .map(|l| (l.key.clone(), l.value.clone()))
         .collect();
     record.expires_at = expires_at;
+    record.parent = opts.from.as_ref().map(|f| Parent::Branch {
+        name: f.name.clone(),
+        checkpoint: f.checkpoint.clone(),
+        clean: opts.clean,
+    });
 
     let mut undo = Undo::new();
-    match apply(host, &mut record, &mut undo) {
-        Ok(()) => {
+    match apply(host, &mut record, &mut undo, opts) {
+        Ok(captured) => {
             undo.commit();
             Ok(Created {
                 existed: false,
                 cleaned_up,
                 record,
+                captured,
             })
         }
         Err(e) => Err(undo.unwind(e)),
     }
 }
 
-fn apply<'a>(host: &'a Host, record: &mut BranchRecord, undo: &mut Undo<'a>) -> Result<()> {
+fn apply<'a>(
+    host: &'a Host,
+    record: &mut BranchRecord,
+    undo: &mut Undo<'a>,
+    opts: &CreateOptions,
+) -> Result<Option<Captured>> {
     let name = record.name.clone();
     let reservation = {
         let _host = host.host_lock()?;
@@ -166,7 +199,36 @@ fn apply<'a>(host: &'a Host, record: &mut BranchRecord, undo: &mut Undo<'a>) -> 
         reservation
     };
 
-    host.storage.clone_branch(record.baseline, &name)?;
+    let captured = match &opts.from {
+        None => {
+            host.storage.clone_branch(record.baseline, &name)?;
+            None
+        }
+        Some(from) => {
+            // The source holds still (no reset, delete or checkpoint) while it is copied.
+            let _source_lock = host.branch_lock(&from.name)?;
+            let mut source = source_of(host, from)?;
+            match &from.checkpoint {
+                Some(tag) => {
+                    host.storage
+                        .clone_from_branch(&from.name, Some(tag), &name)?;
+                    let clean = source.checkpoints.iter().any(|c| &c.tag == tag && c.clean);
+                    Some(Captured {
+                        clean,
+                        downtime_seconds: None,
+                    })
+                }
+                None => Some(capture(host, &mut source, opts.clean, || {
+                    host.storage
+                        .clone_from_branch(&from.name, None, &name)
+                        .map(|_| ())
+                })?),
+            }
+        }
+    };
+    if let (Some(Parent::Branch { clean, .. }), Some(c)) = (record.parent.as_mut(), &captured) {
+        *clean = c.clean;
+    }
     crate::failpoint::hit("create:after-clone");
     let n = name.clone();
     undo.push("destroy the branch's snapshots", move || {
@@ -189,7 +251,29 @@ fn apply<'a>(host: &'a Host, record: &mut BranchRecord, undo: &mut Undo<'a>) -> 
     record.phase = Phase::Ready;
     persist(host, record)?;
     drop(reservation);
-    Ok(())
+    Ok(captured)
+}
+
+/// The branch (and checkpoint) a new branch is made from, or a not-found error.
+fn source_of(host: &Host, from: &BranchRef) -> Result<BranchRecord> {
+    let source = super::record::require(host, &from.name)?;
+    if source.phase != Phase::Ready {
+        return Err(usage(format!(
+            "branch {} was never finished (its create was interrupted)",
+            from.name
+        )));
+    }
+    if let Some(tag) = &from.checkpoint {
+        if !source.checkpoints.iter().any(|c| &c.tag == tag) {
+            return Err(Error::new(
+                Kind::NotFound,
+                format!("branch {} has no checkpoint {tag}", from.name),
+            )
+            .hint(format!("see `db-branch checkpoints {}`", from.name))
+            .into());
+        }
+    }
+    Ok(source)
 }
 
 fn existing_branch(host: &Host, opts: &CreateOptions, mut record: BranchRecord) -> Result<Created> {
@@ -206,6 +290,13 @@ fn existing_branch(host: &Host, opts: &CreateOptions, mut record: BranchRecord) 
             "cloned from {} (not {gen})",
             record.baseline
         )));
+    }
+    if let Some(from) = &opts.from {
+        let same = matches!(&record.parent, Some(Parent::Branch { name: n, checkpoint: c, .. })
+            if *n == from.name && *c == from.checkpoint);
+        if !same {
+            return Err(delete_first(format!("(not made from {from})")));
+        }
     }
     if let Some(p) = opts.profile.filter(|p| *p != record.profile) {
         return Err(delete_first(format!(
@@ -249,6 +340,7 @@ fn existing_branch(host: &Host, opts: &CreateOptions, mut record: BranchRecord) 
         existed: true,
         cleaned_up: false,
         record,
+        captured: None,
     })
 }
 

@@ -7,8 +7,11 @@
 pub mod admission;
 pub mod bake;
 pub mod baseline;
+pub mod capture;
+pub mod checkpoint;
 pub mod connection;
 pub mod create;
+pub mod diff;
 pub mod discard;
 pub mod doctor;
 pub mod expiry;

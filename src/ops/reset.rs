@@ -21,6 +21,8 @@ pub struct ResetOptions {
     /// Replace the branch's extra option-file lines (migrate-check's instrumentation);
     /// None keeps them.
     pub server_options: Option<Vec<String>>,
+    /// `--to TAG`: back to this checkpoint instead of the branch's birth (`@init`).
+    pub to: Option<crate::branch::CheckpointTag>,
 }
 
 impl ResetOptions {
@@ -29,6 +31,7 @@ impl ResetOptions {
             name,
             ttl: None,
             server_options: None,
+            to: None,
         }
     }
 }
@@ -55,6 +58,9 @@ pub fn reset(host: &Host, opts: &ResetOptions) -> Result<BranchRecord> {
         .into());
     }
     launch::check_server(host, &record)?;
+    if let Some(tag) = &opts.to {
+        super::checkpoint::require_checkpoint(&record, tag)?;
+    }
     if let Some(options) = &opts.server_options {
         record.server_options = options.clone();
     }
@@ -65,9 +71,16 @@ pub fn reset(host: &Host, opts: &ResetOptions) -> Result<BranchRecord> {
         .kill(&launch(host, name))
         .with_context(|| format!("killing the server of branch {name}"))?;
     crate::failpoint::hit("reset:after-kill");
-    host.storage
-        .rollback_branch(name)
-        .with_context(|| format!("rolling branch {name} back to its clean snapshot"))?;
+    match &opts.to {
+        Some(tag) => host
+            .storage
+            .rollback_to_checkpoint(name, tag)
+            .with_context(|| format!("rolling branch {name} back to its checkpoint {tag}"))?,
+        None => host
+            .storage
+            .rollback_branch(name)
+            .with_context(|| format!("rolling branch {name} back to its clean snapshot"))?,
+    }
     crate::failpoint::hit("reset:after-rollback");
     if expires_at.is_some() {
         record.expires_at = expires_at;

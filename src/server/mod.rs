@@ -12,6 +12,7 @@ pub mod flavour;
 pub mod oneoff;
 pub mod options;
 pub mod real;
+pub mod schema;
 pub mod sim;
 
 use crate::branch::ActivitySample;
@@ -120,6 +121,16 @@ pub trait Server: Send + Sync {
     fn tables(&self, socket: &Path) -> Result<Vec<TableInfo>>;
     /// Statements recorded since the server started, oldest first, without db-branch's own.
     fn statement_history(&self, socket: &Path) -> Result<StatementHistory>;
+    /// Writes and flushes InnoDB's redo log, so a snapshot of the running server taken next
+    /// holds every transaction committed so far (the `test` profile flushes once a second).
+    fn flush_logs(&self, socket: &Path) -> Result<()>;
+    /// Every schema object of the user databases (`diff`).
+    fn schema(&self, socket: &Path) -> Result<schema::Schema>;
+    /// Row count and checksum of every user table (`diff --data`).
+    fn table_data(
+        &self,
+        socket: &Path,
+    ) -> Result<std::collections::BTreeMap<String, schema::TableData>>;
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -19,6 +19,16 @@ pub struct SimServer {
     /// Per socket path: the sample `activity` returns.
     pub samples:
         Mutex<std::collections::BTreeMap<std::path::PathBuf, crate::branch::ActivitySample>>,
+    /// Per socket path: what `schema` and `table_data` return (empty when unset).
+    pub schemas: Mutex<std::collections::BTreeMap<std::path::PathBuf, super::schema::Schema>>,
+    pub data: Mutex<
+        std::collections::BTreeMap<
+            std::path::PathBuf,
+            std::collections::BTreeMap<String, super::schema::TableData>,
+        >,
+    >,
+    /// Redo-log flushes asked for.
+    pub flushes: Mutex<usize>,
 }
 
 impl Default for SimServer {
@@ -30,6 +40,9 @@ impl Default for SimServer {
             tables: Mutex::default(),
             history: Mutex::default(),
             samples: Mutex::default(),
+            schemas: Mutex::default(),
+            data: Mutex::default(),
+            flushes: Mutex::default(),
         }
     }
 }
@@ -93,6 +106,31 @@ impl Server for SimServer {
         } else {
             answers.first().cloned().unwrap_or_default()
         })
+    }
+    fn flush_logs(&self, _socket: &Path) -> Result<()> {
+        *self.flushes.lock().unwrap() += 1;
+        Ok(())
+    }
+    fn schema(&self, socket: &Path) -> Result<super::schema::Schema> {
+        Ok(self
+            .schemas
+            .lock()
+            .unwrap()
+            .get(socket)
+            .cloned()
+            .unwrap_or_default())
+    }
+    fn table_data(
+        &self,
+        socket: &Path,
+    ) -> Result<std::collections::BTreeMap<String, super::schema::TableData>> {
+        Ok(self
+            .data
+            .lock()
+            .unwrap()
+            .get(socket)
+            .cloned()
+            .unwrap_or_default())
     }
     fn statement_history(&self, _socket: &Path) -> Result<super::StatementHistory> {
         Ok(self.history.lock().unwrap().clone())

@@ -8,7 +8,7 @@
 
 use super::StorageError;
 use super::{PoolInfo, Storage};
-use crate::branch::{BranchName, Generation};
+use crate::branch::{BranchName, CheckpointTag, Generation};
 use crate::check::Check;
 use crate::exec;
 use anyhow::{anyhow, Context, Result};
@@ -119,6 +119,21 @@ impl BtrfsStorage {
     }
     fn init_snapshot(&self, name: &BranchName) -> PathBuf {
         self.branches_dir().join(format!("{name}@init"))
+    }
+    fn checkpoint_snapshot(&self, name: &BranchName, tag: &CheckpointTag) -> PathBuf {
+        self.branches_dir().join(format!("{name}@cp-{tag}"))
+    }
+    /// `du` of a subvolume: the bytes no other snapshot shares.
+    fn exclusive_bytes(&self, path: &Path) -> Result<Option<u64>> {
+        if !path.is_dir() {
+            return Ok(None);
+        }
+        let out = exec::run(
+            Command::new("btrfs")
+                .args(["filesystem", "du", "-s", "--raw"])
+                .arg(path),
+        )?;
+        Ok(parse_du_exclusive(&String::from_utf8_lossy(&out.stdout)))
     }
 
     fn is_btrfs(path: &Path) -> bool {
@@ -413,8 +428,97 @@ impl Storage for BtrfsStorage {
     }
 
     fn destroy_branch(&self, name: &BranchName) -> Result<()> {
+        for tag in self.checkpoints(name)? {
+            self.delete_subvolume_if_present(&self.checkpoint_snapshot(name, &tag))?;
+        }
         self.delete_subvolume_if_present(&self.branch_datadir(name))?;
         self.delete_subvolume_if_present(&self.init_snapshot(name))
+    }
+
+    fn clone_from_branch(
+        &self,
+        source: &BranchName,
+        tag: Option<&CheckpointTag>,
+        name: &BranchName,
+    ) -> Result<PathBuf> {
+        let from = match tag {
+            Some(t) => self.checkpoint_snapshot(source, t),
+            None => self.branch_datadir(source),
+        };
+        if !from.is_dir() {
+            return Err(anyhow!("{} does not exist", from.display()));
+        }
+        let init = self.init_snapshot(name);
+        let datadir = self.branch_datadir(name);
+        // One snapshot of the source is the moment; the branch is a writable copy of it.
+        self.snapshot(&from, &init, true)?;
+        if let Err(e) = self.snapshot(&init, &datadir, false) {
+            if let Err(undo) = self.delete_subvolume_if_present(&init) {
+                return Err(e.context(format!(
+                    "and removing {} failed too: {undo:#}",
+                    init.display()
+                )));
+            }
+            return Err(e);
+        }
+        Ok(datadir)
+    }
+
+    fn checkpoint_branch(&self, name: &BranchName, tag: &CheckpointTag) -> Result<()> {
+        let dest = self.checkpoint_snapshot(name, tag);
+        if dest.exists() {
+            return Err(anyhow!("checkpoint {name}@{tag} already exists"));
+        }
+        self.snapshot(&self.branch_datadir(name), &dest, true)
+    }
+
+    fn rollback_to_checkpoint(&self, name: &BranchName, tag: &CheckpointTag) -> Result<()> {
+        let cp = self.checkpoint_snapshot(name, tag);
+        if !cp.is_dir() {
+            return Err(anyhow!(
+                "checkpoint {name}@{tag} does not exist at {}",
+                cp.display()
+            ));
+        }
+        let datadir = self.branch_datadir(name);
+        self.delete_subvolume_if_present(&datadir)?;
+        self.snapshot(&cp, &datadir, false)
+    }
+
+    fn remove_checkpoint(&self, name: &BranchName, tag: &CheckpointTag) -> Result<()> {
+        self.delete_subvolume_if_present(&self.checkpoint_snapshot(name, tag))
+    }
+
+    fn checkpoints(&self, name: &BranchName) -> Result<Vec<CheckpointTag>> {
+        let prefix = format!("{name}@cp-");
+        let dir = self.branches_dir();
+        let mut tags: Vec<CheckpointTag> = match fs::read_dir(&dir) {
+            Ok(entries) => entries
+                .flatten()
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .strip_prefix(&prefix)?
+                        .parse()
+                        .ok()
+                })
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
+        };
+        tags.sort();
+        Ok(tags)
+    }
+
+    fn checkpoint_usage(&self, name: &BranchName, tag: &CheckpointTag) -> Result<Option<u64>> {
+        self.exclusive_bytes(&self.checkpoint_snapshot(name, tag))
+    }
+
+    fn begin_baseline_from_branch(&self, gen: Generation, name: &BranchName) -> Result<PathBuf> {
+        let ws = self.workspace(gen);
+        self.delete_subvolume_if_present(&ws)?;
+        self.snapshot(&self.branch_datadir(name), &ws, false)?;
+        Ok(ws)
     }
 
     fn branch_exists(&self, name: &BranchName) -> Result<bool> {
@@ -427,16 +531,7 @@ impl Storage for BtrfsStorage {
     }
 
     fn branch_usage(&self, name: &BranchName) -> Result<Option<u64>> {
-        let datadir = self.branch_datadir(name);
-        if !datadir.is_dir() {
-            return Ok(None);
-        }
-        let out = exec::run(
-            Command::new("btrfs")
-                .args(["filesystem", "du", "-s", "--raw"])
-                .arg(&datadir),
-        )?;
-        Ok(parse_du_exclusive(&String::from_utf8_lossy(&out.stdout)))
+        self.exclusive_bytes(&self.branch_datadir(name))
     }
 
     fn branches(&self) -> Result<Vec<BranchName>> {

@@ -8,7 +8,7 @@ pub mod btrfs;
 pub mod sim;
 pub mod zfs;
 
-use crate::branch::{BranchName, Generation};
+use crate::branch::{BranchName, CheckpointTag, Generation};
 use crate::check::Check;
 use crate::error::{Classified, Kind};
 use crate::server::flavour::Flavour;
@@ -163,4 +163,49 @@ pub trait Storage: Send + Sync {
     fn get_branch_metadata(&self, _name: &BranchName) -> Result<BTreeMap<String, String>> {
         Ok(BTreeMap::new())
     }
+
+    /// Writable copy of branch `source`'s datadir as it is now — or of its checkpoint
+    /// `tag` — as branch `name`, plus `name`'s `@init` of that state; returns the datadir.
+    /// A running source gives a crash-consistent copy.
+    fn clone_from_branch(
+        &self,
+        _source: &BranchName,
+        _tag: Option<&CheckpointTag>,
+        _name: &BranchName,
+    ) -> Result<PathBuf> {
+        Err(not_here("branches made from branches"))
+    }
+    /// A read-only snapshot of the branch's datadir now, kept as its checkpoint `tag`.
+    fn checkpoint_branch(&self, _name: &BranchName, _tag: &CheckpointTag) -> Result<()> {
+        Err(not_here("checkpoints"))
+    }
+    /// Replaces the datadir with a fresh writable copy of checkpoint `tag`.
+    fn rollback_to_checkpoint(&self, _name: &BranchName, _tag: &CheckpointTag) -> Result<()> {
+        Err(not_here("checkpoints"))
+    }
+    /// Removes checkpoint `tag`. Idempotent.
+    fn remove_checkpoint(&self, _name: &BranchName, _tag: &CheckpointTag) -> Result<()> {
+        Err(not_here("checkpoints"))
+    }
+    /// Checkpoints present (whatever the record says).
+    fn checkpoints(&self, _name: &BranchName) -> Result<Vec<CheckpointTag>> {
+        Ok(Vec::new())
+    }
+    /// Bytes only this checkpoint holds (None when it cannot be told).
+    fn checkpoint_usage(&self, _name: &BranchName, _tag: &CheckpointTag) -> Result<Option<u64>> {
+        Ok(None)
+    }
+    /// A workspace for generation `gen` holding the branch's datadir as it is now (the
+    /// server stopped cleanly first): promotes a branch without copying it.
+    fn begin_baseline_from_branch(&self, _gen: Generation, _name: &BranchName) -> Result<PathBuf> {
+        Err(not_here("baselines promoted from branches"))
+    }
+}
+
+/// What this backend cannot do yet, as a usage error naming the backend that can.
+fn not_here(what: &str) -> anyhow::Error {
+    StorageError::Misconfigured(format!(
+        "{what} are not available on this storage backend yet; use backend = \"btrfs\""
+    ))
+    .into()
 }

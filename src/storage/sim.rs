@@ -1,7 +1,7 @@
 //! In-memory storage for unit tests of command logic. Can be told to fail one operation.
 
 use super::{PoolInfo, Storage};
-use crate::branch::{BranchName, Generation};
+use crate::branch::{BranchName, CheckpointTag, Generation};
 use anyhow::{anyhow, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -27,6 +27,8 @@ pub struct SimState {
     pub infos: BTreeMap<Generation, super::GenerationInfo>,
     /// Metadata kept with storage (as ZFS does); set by tests.
     pub metadata: BTreeMap<BranchName, BTreeMap<String, String>>,
+    /// Checkpoints: (branch, tag) -> whether the branch had been written when it was taken.
+    pub checkpoints: BTreeMap<(BranchName, CheckpointTag), bool>,
 }
 
 impl SimStorage {
@@ -163,8 +165,84 @@ impl Storage for SimStorage {
         }
     }
     fn destroy_branch(&self, name: &BranchName) -> Result<()> {
-        self.check("destroy_branch")?.branches.remove(name);
+        let mut st = self.check("destroy_branch")?;
+        st.branches.remove(name);
+        st.checkpoints.retain(|(n, _), _| n != name);
         Ok(())
+    }
+    fn clone_from_branch(
+        &self,
+        source: &BranchName,
+        tag: Option<&CheckpointTag>,
+        name: &BranchName,
+    ) -> Result<PathBuf> {
+        let mut st = self.check("clone_from_branch")?;
+        let (gen, written) = *st
+            .branches
+            .get(source)
+            .ok_or_else(|| anyhow!("no branch {source}"))?;
+        let written = match tag {
+            Some(t) => *st
+                .checkpoints
+                .get(&(source.clone(), t.clone()))
+                .ok_or_else(|| anyhow!("no checkpoint {source}@{t}"))?,
+            None => written,
+        };
+        st.branches.insert(name.clone(), (gen, written));
+        Ok(self.branch_datadir(name))
+    }
+    fn checkpoint_branch(&self, name: &BranchName, tag: &CheckpointTag) -> Result<()> {
+        let mut st = self.check("checkpoint_branch")?;
+        let written = st
+            .branches
+            .get(name)
+            .ok_or_else(|| anyhow!("no branch {name}"))?
+            .1;
+        if st.checkpoints.contains_key(&(name.clone(), tag.clone())) {
+            return Err(anyhow!("checkpoint {name}@{tag} already exists"));
+        }
+        st.checkpoints.insert((name.clone(), tag.clone()), written);
+        Ok(())
+    }
+    fn rollback_to_checkpoint(&self, name: &BranchName, tag: &CheckpointTag) -> Result<()> {
+        let mut st = self.check("rollback_to_checkpoint")?;
+        let written = *st
+            .checkpoints
+            .get(&(name.clone(), tag.clone()))
+            .ok_or_else(|| anyhow!("no checkpoint {name}@{tag}"))?;
+        st.rollbacks += 1;
+        match st.branches.get_mut(name) {
+            Some(b) => {
+                b.1 = written;
+                Ok(())
+            }
+            None => Err(anyhow!("no branch {name}")),
+        }
+    }
+    fn remove_checkpoint(&self, name: &BranchName, tag: &CheckpointTag) -> Result<()> {
+        self.check("remove_checkpoint")?
+            .checkpoints
+            .remove(&(name.clone(), tag.clone()));
+        Ok(())
+    }
+    fn checkpoints(&self, name: &BranchName) -> Result<Vec<CheckpointTag>> {
+        Ok(self
+            .state
+            .lock()
+            .unwrap()
+            .checkpoints
+            .keys()
+            .filter(|(n, _)| n == name)
+            .map(|(_, t)| t.clone())
+            .collect())
+    }
+    fn begin_baseline_from_branch(&self, gen: Generation, name: &BranchName) -> Result<PathBuf> {
+        let mut st = self.check("begin_baseline_from_branch")?;
+        if !st.branches.contains_key(name) {
+            return Err(anyhow!("no branch {name}"));
+        }
+        st.workspaces.insert(gen);
+        Ok(PathBuf::from(format!("/sim/baselines/building-{gen}")))
     }
     fn branch_exists(&self, name: &BranchName) -> Result<bool> {
         Ok(self.state.lock().unwrap().branches.contains_key(name))

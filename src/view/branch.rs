@@ -44,6 +44,12 @@ pub struct BranchView {
     /// guard counts and its cgroup enforces.
     pub ceiling_bytes: u64,
     pub connection: Connection,
+    /// Made from another branch (or its checkpoint); absent: from `baseline`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<crate::branch::Parent>,
+    /// Its checkpoints' tags, oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checkpoints: Vec<crate::branch::CheckpointTag>,
 }
 
 impl BranchView {
@@ -93,6 +99,8 @@ impl BranchView {
                 }
                 c
             },
+            parent: record.parent.clone(),
+            checkpoints: record.checkpoints.iter().map(|c| c.tag.clone()).collect(),
         }
     }
 

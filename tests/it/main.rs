@@ -10,6 +10,7 @@ mod ci_recipes;
 mod cli;
 mod fidelity;
 mod generated;
+mod history;
 mod hostile;
 mod idle_ttl;
 mod lifecycle;
