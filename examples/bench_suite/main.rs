@@ -250,6 +250,89 @@ struct Measured {
     /// (tables, baseline seconds, create median, reset median, datadir bytes)
     tables: Vec<(usize, f64, f64, f64, u64)>,
     pools: Pools,
+    history: History,
+}
+
+/// Branches from branches, checkpoints and promotion, on the same data as create/reset.
+struct History {
+    /// `create --from` a running branch (crash-consistent: includes InnoDB's recovery).
+    from_running: Stats,
+    /// `create --from --clean` and the source's downtime for it.
+    from_clean: Stats,
+    source_down: Stats,
+    checkpoint: Stats,
+    checkpoint_clean: Stats,
+    /// `reset --to` a clean checkpoint, and a crash-consistent one.
+    reset_to_clean: Stats,
+    reset_to_crash: Stats,
+    /// `baseline create --from-branch` (seconds).
+    promote: f64,
+}
+
+/// Measures the history commands on running branch `b` of `env` (`runs` of each).
+fn history(env: &TestEnv, b: &str, runs: usize) -> History {
+    let p = env.port(b);
+    let write = |i: usize| {
+        sql(
+            p,
+            &format!("UPDATE shop.orders SET total = total + 1 WHERE id <= {}", 1000 * (i + 1)),
+        )
+    };
+    let from_running: Vec<f64> = (0..runs)
+        .map(|i| {
+            write(i);
+            let t = timed(|| env.run_ok(&["create", &format!("fr{i}"), "--from", b])).0;
+            env.run_ok(&["delete", "--yes", &format!("fr{i}")]);
+            t
+        })
+        .collect();
+    let mut source_down = Vec::new();
+    let from_clean: Vec<f64> = (0..runs)
+        .map(|i| {
+            write(i);
+            let (t, v) = timed(|| {
+                env.json(&["create", &format!("fc{i}"), "--from", b, "--clean"])
+            });
+            source_down.push(v["source_downtime_seconds"].as_f64().unwrap_or(0.0));
+            env.run_ok(&["delete", "--yes", &format!("fc{i}")]);
+            t
+        })
+        .collect();
+    let checkpoint: Vec<f64> = (0..runs)
+        .map(|i| {
+            write(i);
+            timed(|| env.run_ok(&["checkpoint", b, &format!("k{i}")])).0
+        })
+        .collect();
+    let checkpoint_clean: Vec<f64> = (0..runs)
+        .map(|i| {
+            write(i);
+            timed(|| env.run_ok(&["checkpoint", b, &format!("kc{i}"), "--clean"])).0
+        })
+        .collect();
+    let reset_to_clean: Vec<f64> = (0..runs)
+        .map(|i| {
+            write(i);
+            timed(|| env.run_ok(&["reset", b, "--to", "kc0"])).0
+        })
+        .collect();
+    let reset_to_crash: Vec<f64> = (0..runs)
+        .map(|i| {
+            write(i);
+            timed(|| env.run_ok(&["reset", b, "--to", "k0"])).0
+        })
+        .collect();
+    let promote = timed(|| env.run_ok(&["baseline", "create", "--from-branch", b])).0;
+    History {
+        from_running: stats(from_running),
+        from_clean: stats(from_clean),
+        source_down: stats(source_down),
+        checkpoint: stats(checkpoint),
+        checkpoint_clean: stats(checkpoint_clean),
+        reset_to_clean: stats(reset_to_clean),
+        reset_to_crash: stats(reset_to_crash),
+        promote,
+    }
 }
 
 /// Pools: how fast a claim is, how long a big pool takes to fill.
@@ -434,6 +517,7 @@ fn measure(o: &Opts, server: &TestServer) -> Measured {
             .0
         })
         .collect();
+    let history = history(&env, "b0", o.runs.min(5));
     // Disk and memory of one branch.
     let probe = env.json(&["create", "probe"]);
     let fresh_disk = probe["disk_bytes"].as_u64().unwrap_or(0);
@@ -655,6 +739,7 @@ fn measure(o: &Opts, server: &TestServer) -> Measured {
         },
         tables,
         pools,
+        history,
     }
 }
 
@@ -930,6 +1015,30 @@ fn document(o: &Opts, results: &[Measured]) -> String {
     );
 
     let _ = writeln!(d, "\n`dump | load` is the server's own `mariadb-dump | mariadb` or `mysqldump | mysql`, from one branch into a new database of another, on the same data in the same run. mydumper/myloader (Debian's, built for MariaDB's client library) was run against MariaDB only.\n");
+
+    let _ = writeln!(d, "## History: branches from branches, checkpoints, promotion\n");
+    let _ = writeln!(d, "On the same data and in the same run as `create` and `reset` above: a running branch of it changed between runs (UPDATE of 1,000 more orders each time). `create --from` copies the running branch without stopping it (crash-consistent, after a redo-log flush), so its time includes the new server's InnoDB crash recovery; `--clean` stops the source for the copy (its downtime is the source's stop and start). `reset --to` a clean checkpoint needs no recovery; to a crash-consistent one it does. Promotion (`baseline create --from-branch`) is a clean stop, a snapshot and a one-off server's full purge — no copy — next to a `bake` of the same data from a live branch. Medians of 5 (promotion: once).\n");
+    let _ = writeln!(d, "| server | create (s) | create --from (s) | create --from --clean (s) | source down (s) | checkpoint (s) | checkpoint --clean (s) | reset (s) | reset --to clean (s) | reset --to crash-consistent (s) | promote (s) | bake (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for r in results {
+        let h = &r.history;
+        let _ = writeln!(
+            d,
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} |",
+            r.server.name,
+            r.create.1,
+            h.from_running.1,
+            h.from_clean.1,
+            h.source_down.1,
+            h.checkpoint.1,
+            h.checkpoint_clean.1,
+            r.reset.1,
+            h.reset_to_clean.1,
+            h.reset_to_crash.1,
+            h.promote,
+            r.bake.1
+        );
+    }
+    let _ = writeln!(d);
 
     let _ = writeln!(d, "## The memory guard on a fixed budget\n");
     let _ = writeln!(d, "`memory.headroom` set so that B of the host's available memory is left to branches; default branches (128M buffer pool) created until the guard refused; then every admitted branch read tables larger than its pool, twice. Pss counts each page once, as the host spends it; the Rss of each server summed counts the pages every server shares (the binary, its libraries) once per server.\n");

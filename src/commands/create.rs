@@ -36,6 +36,7 @@ pub fn run(host: &Host, args: &CreateArgs) -> Result<()> {
         });
     host.printer.emit(&CreateView {
         existed: created.existed,
+        source_downtime_seconds: created.captured.and_then(|c| c.downtime_seconds),
         branch: BranchView::of(host, &created.record),
     })
 }

@@ -193,6 +193,9 @@ impl Human for BranchList {
 pub struct CreateView {
     /// true when the branch already existed (an idempotent re-run changed nothing).
     pub existed: bool,
+    /// `create --from SRC --clean`: how long SRC's server was down for the copy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_downtime_seconds: Option<f64>,
     #[serde(flatten)]
     pub branch: BranchView,
 }
