@@ -271,11 +271,16 @@ struct History {
 
 /// Measures the history commands on running branch `b` of `env` (`runs` of each).
 fn history(env: &TestEnv, b: &str, runs: usize) -> History {
+    // (stop-idle above stopped it.)
+    env.run_ok(&["start", b]);
     let p = env.port(b);
     let write = |i: usize| {
         sql(
             p,
-            &format!("UPDATE shop.orders SET total = total + 1 WHERE id <= {}", 1000 * (i + 1)),
+            &format!(
+                "UPDATE shop.orders SET total = total + 1 WHERE id <= {}",
+                1000 * (i + 1)
+            ),
         )
     };
     let from_running: Vec<f64> = (0..runs)
@@ -290,9 +295,7 @@ fn history(env: &TestEnv, b: &str, runs: usize) -> History {
     let from_clean: Vec<f64> = (0..runs)
         .map(|i| {
             write(i);
-            let (t, v) = timed(|| {
-                env.json(&["create", &format!("fc{i}"), "--from", b, "--clean"])
-            });
+            let (t, v) = timed(|| env.json(&["create", &format!("fc{i}"), "--from", b, "--clean"]));
             source_down.push(v["source_downtime_seconds"].as_f64().unwrap_or(0.0));
             env.run_ok(&["delete", "--yes", &format!("fc{i}")]);
             t
@@ -1016,7 +1019,10 @@ fn document(o: &Opts, results: &[Measured]) -> String {
 
     let _ = writeln!(d, "\n`dump | load` is the server's own `mariadb-dump | mariadb` or `mysqldump | mysql`, from one branch into a new database of another, on the same data in the same run. mydumper/myloader (Debian's, built for MariaDB's client library) was run against MariaDB only.\n");
 
-    let _ = writeln!(d, "## History: branches from branches, checkpoints, promotion\n");
+    let _ = writeln!(
+        d,
+        "## History: branches from branches, checkpoints, promotion\n"
+    );
     let _ = writeln!(d, "On the same data and in the same run as `create` and `reset` above: a running branch of it changed between runs (UPDATE of 1,000 more orders each time). `create --from` copies the running branch without stopping it (crash-consistent, after a redo-log flush), so its time includes the new server's InnoDB crash recovery; `--clean` stops the source for the copy (its downtime is the source's stop and start). `reset --to` a clean checkpoint needs no recovery; to a crash-consistent one it does. Promotion (`baseline create --from-branch`) is a clean stop, a snapshot and a one-off server's full purge — no copy — next to a `bake` of the same data from a live branch. Medians of 5 (promotion: once).\n");
     let _ = writeln!(d, "| server | create (s) | create --from (s) | create --from --clean (s) | source down (s) | checkpoint (s) | checkpoint --clean (s) | reset (s) | reset --to clean (s) | reset --to crash-consistent (s) | promote (s) | bake (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in results {
