@@ -235,7 +235,7 @@ pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
         .set_header(header.to_vec());
     if t.width().is_none() {
         // Not a terminal: wrap at a width that reads well in logs and CI output.
-        t.set_width(100);
+        t.set_width(120);
     }
     for r in rows {
         t.add_row(r);

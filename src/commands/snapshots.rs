@@ -89,11 +89,12 @@ fn both(sim: &mut SimHost, name: &str, args: &str) {
 /// A host with branch `a` (labelled, expiring) and `b` (protected, stopped).
 fn populated() -> SimHost {
     let mut sim = sim_host();
-    run(&mut sim, true, "create a --label pr=7 --ttl 7d");
+    // A fixed owner: the table shows it, whoever runs the tests.
+    run(&mut sim, true, "create a --label pr=7 --ttl 7d --owner dev");
     run(
         &mut sim,
         true,
-        "create b --profile durable --buffer-pool 256M",
+        "create b --profile durable --buffer-pool 256M --owner dev",
     );
     run(&mut sim, true, "protect b --for 2d");
     run(&mut sim, true, "stop b");

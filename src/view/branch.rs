@@ -120,6 +120,7 @@ impl BranchView {
     pub fn row(&self) -> Vec<String> {
         vec![
             self.name.to_string(),
+            self.owner.clone(),
             self.state_text(),
             self.port.to_string(),
             self.baseline.to_string(),
@@ -136,8 +137,8 @@ fn short_time(t: Option<DateTime<Utc>>) -> String {
     t.map_or("-".into(), |t| t.format("%m-%d %H:%M").to_string())
 }
 
-pub const LIST_HEADER: [&str; 9] = [
-    "NAME", "STATE", "PORT", "BASELINE", "CREATED", "ACTIVE", "EXPIRES", "DISK", "RSS",
+pub const LIST_HEADER: [&str; 10] = [
+    "NAME", "OWNER", "STATE", "PORT", "BASELINE", "CREATED", "ACTIVE", "EXPIRES", "DISK", "RSS",
 ];
 
 impl Human for BranchView {
