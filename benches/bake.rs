@@ -216,12 +216,16 @@ impl Bench {
             let dir = self.env.root.join("mydumper");
             let threads = self.jobs;
             let dumped = sh(&format!(
-                "rm -rf {0} && mydumper -h 127.0.0.1 -P {source} -u root -B {db} -t {threads} -r 200000 -o {0}",
-                dir.display()
+                "rm -rf {0} && mydumper -h 127.0.0.1 -P {source} -u root -p {1} -B {db} -t {threads} -r 200000 -o {0}",
+                dir.display(),
+                db_branch::testkit::password(source)
             ));
             let dir_s = dir.display().to_string();
             let loaded = self.peer(&|_, port| {
-                format!("myloader -h 127.0.0.1 -P {port} -u root -t {threads} -d {dir_s}")
+                format!(
+                    "myloader -h 127.0.0.1 -P {port} -u root -p {} -t {threads} -d {dir_s}",
+                    db_branch::testkit::password(port)
+                )
             });
             let _ = std::fs::remove_dir_all(&dir);
             Some((dumped, loaded))

@@ -595,12 +595,14 @@ fn measure(o: &Opts, server: &TestServer) -> Measured {
     let mydumper = if which("mydumper") && which("myloader") && !o.smoke && !server.mysql {
         let dir = env.root.join("mydumper");
         let d = sh(&format!(
-            "rm -rf {0} && mydumper -h 127.0.0.1 -P {src} -u root -B shop -t 2 -r 200000 -o {0} 2>/dev/null",
-            dir.display()
+            "rm -rf {0} && mydumper -h 127.0.0.1 -P {src} -u root -p {1} -B shop -t 2 -r 200000 -o {0} 2>/dev/null",
+            dir.display(),
+            db_branch::testkit::password(src)
         ));
         let tgt = port(&env.json(&["create", "myloader", "--baseline", "1"]));
         let l = sh(&format!(
-            "myloader -h 127.0.0.1 -P {tgt} -u root -t 2 -B shop_copy -d {} 2>/dev/null",
+            "myloader -h 127.0.0.1 -P {tgt} -u root -p {} -t 2 -B shop_copy -d {} 2>/dev/null",
+            db_branch::testkit::password(tgt),
             dir.display()
         ));
         env.run_ok(&["delete", "--yes", "myloader"]);
