@@ -229,6 +229,9 @@ pub struct BranchRecord {
     /// Who made it: `create --owner`, else the invoking user (the sudo caller under sudo).
     #[serde(default)]
     pub owner: String,
+    /// The owner's uid, where the owner is an OS user (what access checks compare first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_uid: Option<u32>,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
     /// When `gc` may delete it (None: never expires).
@@ -284,6 +287,7 @@ impl BranchRecord {
             created: now,
             phase: Phase::Creating,
             owner: String::new(),
+            owner_uid: None,
             labels: BTreeMap::new(),
             expires_at: None,
             protection: None,

@@ -137,6 +137,11 @@ pub fn create(host: &Host, opts: &CreateOptions) -> Result<Created> {
             host.caller.name.clone()
         }
     });
+    record.owner_uid = if host.caller.is_root() || opts.owner.is_some() {
+        crate::store::secrets::uid_of(&record.owner)
+    } else {
+        Some(host.caller.uid)
+    };
     record.profile = opts.profile.unwrap_or(host.config.mysqld.profile);
     record.server_options = opts.server_options.clone();
     record.server = made_by;
