@@ -37,12 +37,13 @@ use anyhow::Result;
 pub fn authorize(host: &Host, command: &Command) -> Result<()> {
     let need = crate::access::need(command);
     let owner = match &need {
-        crate::access::Need::Owner(name) => crate::store::records::load(&host.layout, name)?
-            .map(|r| match r.owner_uid {
+        crate::access::Need::Owner(name) => {
+            crate::store::records::load(&host.layout, name)?.map(|r| match r.owner_uid {
                 // The uid decides where it is known (a renamed user keeps their branches).
                 Some(uid) if uid == host.caller.uid => host.caller.name.clone(),
                 _ => r.owner,
-            }),
+            })
+        }
         _ => None,
     };
     host.caller

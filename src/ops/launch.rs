@@ -88,8 +88,11 @@ pub fn write_options(host: &Host, record: &BranchRecord) -> Result<()> {
     crate::store::records::claim_branch_dir(&host.layout, &record.name)?;
     host.server
         .prepare_runtime_dir(&host.layout.run_dir(&record.name))?;
-    let password =
-        secrets::ensure_password(&host.layout, &record.name, record.owner_uid.or_else(|| secrets::uid_of(&record.owner)))?;
+    let password = secrets::ensure_password(
+        &host.layout,
+        &record.name,
+        record.owner_uid.or_else(|| secrets::uid_of(&record.owner)),
+    )?;
     let user = &host.config.client.user;
     let remote = crate::store::tls::needed(host.config.bind_address);
     let mut statements = spec.flavour.client_account_sql(user, &password);
