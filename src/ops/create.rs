@@ -192,9 +192,8 @@ fn apply<'a>(
             &held,
             host.ports.as_ref(),
         )?;
-        // The record holds the port for us from here on, even if we crash.
-        host.server
-            .prepare_runtime_dir(&host.layout.run_dir(&name))?;
+        // The record holds the port for us from here on, even if we crash. (The server's
+        // `run/` is made with its option file, at every start.)
         let n = name.clone();
         undo.push("remove the branch's record and directory", move || {
             records::remove_dir(&host.layout, &n)

@@ -123,6 +123,31 @@ impl BtrfsStorage {
     fn checkpoint_snapshot(&self, name: &BranchName, tag: &CheckpointTag) -> PathBuf {
         self.branches_dir().join(format!("{name}@cp-{tag}"))
     }
+    /// Branch `name` from `source` (a generation, a branch or a checkpoint): one read-only
+    /// snapshot of it is the branch's `@init` (the moment), the datadir a writable copy of
+    /// that. Returns the datadir.
+    fn new_branch_from(&self, source: &Path, name: &BranchName) -> Result<PathBuf> {
+        let init = self.init_snapshot(name);
+        let datadir = self.branch_datadir(name);
+        self.snapshot(source, &init, true)?;
+        if let Err(e) = self.snapshot(&init, &datadir, false) {
+            // Undo our own half: the caller only knows about whole clones.
+            if let Err(undo) = self.delete_subvolume_if_present(&init) {
+                return Err(e.context(format!(
+                    "and removing {} failed too: {undo:#}",
+                    init.display()
+                )));
+            }
+            return Err(e);
+        }
+        Ok(datadir)
+    }
+    /// Replaces the branch's datadir with a writable copy of `snapshot` (reset).
+    fn restore_datadir(&self, name: &BranchName, snapshot: &Path) -> Result<()> {
+        let datadir = self.branch_datadir(name);
+        self.delete_subvolume_if_present(&datadir)?;
+        self.snapshot(snapshot, &datadir, false)
+    }
     /// `du` of a subvolume: the bytes no other snapshot shares.
     fn exclusive_bytes(&self, path: &Path) -> Result<Option<u64>> {
         if !path.is_dir() {
@@ -398,20 +423,7 @@ impl Storage for BtrfsStorage {
         if !source.is_dir() {
             return Err(StorageError::NoSuchGeneration(gen).into());
         }
-        let init = self.init_snapshot(name);
-        let datadir = self.branch_datadir(name);
-        self.snapshot(&source, &init, true)?;
-        if let Err(e) = self.snapshot(&init, &datadir, false) {
-            // Undo our own half: the caller only knows about whole clones.
-            if let Err(undo) = self.delete_subvolume_if_present(&init) {
-                return Err(e.context(format!(
-                    "and removing {} failed too: {undo:#}",
-                    init.display()
-                )));
-            }
-            return Err(e);
-        }
-        Ok(datadir)
+        self.new_branch_from(&source, name)
     }
 
     fn rollback_branch(&self, name: &BranchName) -> Result<()> {
@@ -422,9 +434,7 @@ impl Storage for BtrfsStorage {
                 init.display()
             ));
         }
-        let datadir = self.branch_datadir(name);
-        self.delete_subvolume_if_present(&datadir)?;
-        self.snapshot(&init, &datadir, false)
+        self.restore_datadir(name, &init)
     }
 
     fn destroy_branch(&self, name: &BranchName) -> Result<()> {
@@ -448,20 +458,7 @@ impl Storage for BtrfsStorage {
         if !from.is_dir() {
             return Err(anyhow!("{} does not exist", from.display()));
         }
-        let init = self.init_snapshot(name);
-        let datadir = self.branch_datadir(name);
-        // One snapshot of the source is the moment; the branch is a writable copy of it.
-        self.snapshot(&from, &init, true)?;
-        if let Err(e) = self.snapshot(&init, &datadir, false) {
-            if let Err(undo) = self.delete_subvolume_if_present(&init) {
-                return Err(e.context(format!(
-                    "and removing {} failed too: {undo:#}",
-                    init.display()
-                )));
-            }
-            return Err(e);
-        }
-        Ok(datadir)
+        self.new_branch_from(&from, name)
     }
 
     fn checkpoint_branch(&self, name: &BranchName, tag: &CheckpointTag) -> Result<()> {
@@ -480,9 +477,7 @@ impl Storage for BtrfsStorage {
                 cp.display()
             ));
         }
-        let datadir = self.branch_datadir(name);
-        self.delete_subvolume_if_present(&datadir)?;
-        self.snapshot(&cp, &datadir, false)
+        self.restore_datadir(name, &cp)
     }
 
     fn remove_checkpoint(&self, name: &BranchName, tag: &CheckpointTag) -> Result<()> {

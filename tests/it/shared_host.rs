@@ -61,19 +61,25 @@ fn ok(cmd: &mut Command) {
     );
 }
 
-/// db-branch run by OS user `user` (no sudo), against the test's config.
+/// `program` to be run by OS user `user` (their uid, gid and groups; no sudo).
+fn setpriv(user: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        &format!("--reuid={user}"),
+        &format!("--regid={user}"),
+        "--init-groups",
+        "--",
+    ])
+    .arg(program)
+    .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// db-branch run by OS user `user`, against the test's config.
 fn as_user(bin: &Path, env: &TestEnv, user: &str, args: &[&str]) -> Output {
-    Command::new("setpriv")
-        .args([
-            &format!("--reuid={user}"),
-            &format!("--regid={user}"),
-            "--init-groups",
-            "--",
-        ])
-        .arg(bin)
+    setpriv(user, bin)
         .args(args)
         .env("DB_BRANCH_CONFIG", &env.config)
-        .stdin(std::process::Stdio::null())
         .output()
         .unwrap()
 }
@@ -221,14 +227,7 @@ fn users_act_on_their_own_branches_through_the_service() {
     let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(seen["connection"].get("password").is_none(), "{seen}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains(&password));
-    let cat = Command::new("setpriv")
-        .args([
-            &format!("--reuid={bob}"),
-            &format!("--regid={bob}"),
-            "--init-groups",
-            "--",
-        ])
-        .arg("cat")
+    let cat = setpriv(&bob, "cat")
         .arg(env.root.join("secrets/a1/password"))
         .output()
         .unwrap();
@@ -261,17 +260,9 @@ fn users_act_on_their_own_branches_through_the_service() {
 
     // A caller that goes away mid-command leaves no half-made branch: the command runs to
     // its end in its own unit.
-    let mut gone = Command::new("setpriv")
-        .args([
-            &format!("--reuid={alice}"),
-            &format!("--regid={alice}"),
-            "--init-groups",
-            "--",
-        ])
-        .arg(&bin)
+    let mut gone = setpriv(&alice, &bin)
         .args(["create", "a2"])
         .env("DB_BRANCH_CONFIG", &env.config)
-        .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
