@@ -24,6 +24,21 @@ pub fn build<T>(
     step: &str,
     fill: impl FnOnce(&Path, &Path, Generation) -> Result<(Flavour, String, T)>,
 ) -> Result<(Generation, T)> {
+    build_in(host, step, |work, generation| {
+        let workspace = host.storage.begin_baseline(generation)?;
+        crate::failpoint::hit(&format!("{step}:after-workspace"));
+        let (server, source, made) = fill(&workspace, work, generation)?;
+        Ok((workspace, server, source, made))
+    })
+}
+
+/// `build` where `fill` makes the workspace itself (a promotion snapshots the branch into
+/// one) and returns it with what `build`'s fill returns.
+fn build_in<T>(
+    host: &Host,
+    step: &str,
+    fill: impl FnOnce(&Path, Generation) -> Result<(PathBuf, Flavour, String, T)>,
+) -> Result<(Generation, T)> {
     host.storage.open()?;
     // One build at a time; branch commands are not held up by it.
     let _lock = host.baseline_lock()?;
@@ -35,13 +50,12 @@ pub fn build<T>(
         .map_or(Generation(1), |g| g.next());
     let mut undo = Undo::new();
     let result = (|| -> Result<T> {
-        let workspace = host.storage.begin_baseline(generation)?;
+        // Pushed first: abandoning a workspace that was never made is a no-op.
         undo.push("remove the unfinished baseline", move || {
             host.storage.abandon_baseline(generation)
         });
-        crate::failpoint::hit(&format!("{step}:after-workspace"));
         let work = host.layout.work_dir().join(generation.dir_name());
-        let (server, source, made) = fill(&workspace, &work, generation)?;
+        let (workspace, server, source, made) = fill(&work, generation)?;
         let info = GenerationInfo {
             server,
             created: host.clock.now(),
@@ -139,7 +153,7 @@ pub fn promote(
         .or_else(|| generation_server(host, record.baseline));
     check_server_for(host, &format!("branch {name}"), made_by)?;
     let progress = host.printer.progress().labelled("baseline");
-    let (generation, downtime) = build(host, "baseline", |_workspace, work, generation| {
+    let (generation, downtime) = build_in(host, "baseline", |work, generation| {
         let _lock = host.branch_lock(name)?;
         let mut record = super::record::require(host, name)?;
         progress.phase(&format!("snapshot branch {name} (stopped cleanly)"), 0);
@@ -158,7 +172,12 @@ pub fn promote(
             .prepare_baseline(&workspace, work, &prep, &progress)
             .with_context(|| format!("preparing baseline {generation} from branch {name}"));
         progress.finish();
-        Ok((done?, format!("branch {name}"), captured.downtime_seconds))
+        Ok((
+            workspace,
+            done?,
+            format!("branch {name}"),
+            captured.downtime_seconds,
+        ))
     })?;
     Ok((generation, downtime))
 }

@@ -228,6 +228,18 @@ impl TestEnv {
         self.json(&["status", branch])["port"].as_u64().unwrap() as u16
     }
 
+    /// The ZFS dataset this environment's config names (backend = "zfs").
+    pub fn dataset(&self) -> Option<String> {
+        if backend() != "zfs" {
+            return None;
+        }
+        std::fs::read_to_string(&self.config)
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("dataset = \""))
+            .map(|l| l.trim_end_matches('"').to_string())
+    }
+
     pub fn pool(&self) -> PathBuf {
         self.root.join("pool")
     }
@@ -333,15 +345,12 @@ impl Drop for TestEnv {
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        if backend() == "zfs" {
-            let text = std::fs::read_to_string(&self.config).unwrap_or_default();
-            if let Some(ds) = text
-                .lines()
-                .find_map(|l| l.strip_prefix("dataset = \""))
-                .map(|l| l.trim_end_matches('"').to_string())
+        if let Some(ds) = self.dataset() {
             {
                 for _ in 0..50 {
-                    let ok = Command::new("zfs").args(["destroy", "-r", &ds]).status();
+                    // -R: clones inside it (branches from branches, promoted generations)
+                    // depend on snapshots inside it too.
+                    let ok = Command::new("zfs").args(["destroy", "-R", &ds]).status();
                     if ok.is_ok_and(|s| s.success()) {
                         break;
                     }

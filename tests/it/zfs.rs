@@ -1,7 +1,8 @@
 //! ZFS integration tests, run as root inside the OpenZFS guest (tests/harness/zfs-guest) with
 //! DB_BRANCH_TEST_BACKEND=zfs and a pool on a file: the lifecycle of tests/lifecycle.rs on
 //! `zfs clone` / `zfs rollback` / `zfs destroy`, plus what only ZFS has (generations held by
-//! clones, space figures, metadata in user properties).
+//! clones, space figures, metadata in user properties, and history where clones depend on
+//! their origin snapshots).
 
 use db_branch::testkit::{checksum, port, sql, TestEnv};
 use std::process::Command;
@@ -25,14 +26,7 @@ fn zfs_lifecycle() {
         "run with DB_BRANCH_TEST_BACKEND=zfs"
     );
     let env = TestEnv::with_baseline();
-    let dataset = std::fs::read_to_string(&env.config)
-        .unwrap()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("dataset = \"")
-                .map(|d| d.trim_end_matches('"').to_string())
-        })
-        .unwrap();
+    let dataset = env.dataset().expect("a ZFS dataset in the config");
     // Datasets suit InnoDB.
     let props = zfs(&[
         "get",
@@ -134,4 +128,123 @@ fn zfs_lifecycle() {
     assert_eq!(children.trim(), format!("{dataset}/branches"));
     assert_eq!(env.json(&["list"]), serde_json::json!([]));
     assert!(env.server_pids().is_empty());
+}
+
+fn rows(p: u16) -> String {
+    sql(
+        p,
+        "SELECT IFNULL(GROUP_CONCAT(i ORDER BY i), '') FROM shop.h",
+    )
+}
+
+/// Datasets and snapshots under `dataset/sub`, without the parent itself.
+fn under(dataset: &str, sub: &str) -> Vec<String> {
+    let root = format!("{dataset}/{sub}");
+    zfs(&["list", "-H", "-o", "name", "-t", "all", "-r", &root])
+        .lines()
+        .filter(|l| *l != root)
+        .map(|l| l.strip_prefix(&format!("{dataset}/")).unwrap().to_string())
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root and OpenZFS: run inside tests/harness/zfs-guest by scripts/test"]
+fn zfs_history_keeps_what_others_need_and_leaves_nothing() {
+    let env = TestEnv::with_baseline();
+    let dataset = env.dataset().expect("a ZFS dataset in the config");
+    let a = port(&env.json(&["create", "a"]));
+    sql(
+        a,
+        "CREATE TABLE shop.h (i INT PRIMARY KEY); INSERT INTO shop.h VALUES (1)",
+    );
+    env.json(&["checkpoint", "a", "one"]);
+    sql(a, "INSERT INTO shop.h VALUES (2)");
+    env.json(&["checkpoint", "a", "two", "--clean"]);
+    sql(a, "INSERT INTO shop.h VALUES (3)");
+
+    // Back to an older checkpoint keeps the newer one (`zfs rollback -r` would not).
+    env.json(&["reset", "a", "--to", "one"]);
+    assert_eq!(rows(a), "1");
+    env.json(&["reset", "a", "--to", "two"]);
+    assert_eq!(rows(a), "1,2");
+    sql(a, "INSERT INTO shop.h VALUES (4)");
+    env.json(&["reset", "a"]);
+    assert_eq!(
+        sql(
+            a,
+            "SELECT COUNT(*) FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = 'shop' AND TABLE_NAME = 'h'"
+        ),
+        "0",
+        "a plain reset is back at the baseline"
+    );
+    env.json(&["reset", "a", "--to", "one"]);
+    assert_eq!(rows(a), "1", "and the checkpoints are all still there");
+    let tags: Vec<String> = env
+        .json(&["checkpoints", "a"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["tag"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(tags, ["one", "two"]);
+    // Earlier datadirs that hold snapshots are kept aside, never mounted.
+    let mounted = zfs(&[
+        "list",
+        "-H",
+        "-o",
+        "name,mounted",
+        "-r",
+        &format!("{dataset}/held"),
+    ]);
+    assert!(mounted.contains("/held/a:"), "{mounted}");
+    assert!(!mounted.contains("\tyes"), "{mounted}");
+
+    // Branches from a checkpoint and from the running branch; then the checkpoint one came
+    // from is deleted, and the source itself: both keep their data and reset to it.
+    let b = port(&env.json(&["create", "b", "--from", "a@two"]));
+    assert_eq!(rows(b), "1,2");
+    sql(a, "INSERT INTO shop.h VALUES (5)");
+    let c = port(&env.json(&["create", "c", "--from", "a"]));
+    assert_eq!(rows(c), "1,5");
+    env.run_ok(&["checkpoint", "delete", "a", "two"]);
+    assert_eq!(env.json(&["checkpoints", "a"]).as_array().unwrap().len(), 1);
+    env.run_ok(&["delete", "--yes", "a"]);
+    for (p, want, name) in [(b, "1,2", "b"), (c, "1,5", "c")] {
+        sql(p, "DELETE FROM shop.h");
+        env.json(&["reset", name]);
+        assert_eq!(rows(p), want, "{name} after its source was deleted");
+    }
+    let kept = under(&dataset, "held");
+    assert!(
+        kept.iter().any(|d| d.starts_with("held/gone:"))
+            && !kept.iter().any(|d| d.contains("held/a:")),
+        "{kept:?}"
+    );
+
+    // Promote c (no copy), serve a new branch from it, delete c: the generation stays whole.
+    let promoted = env.json(&["baseline", "create", "--from-branch", "c"]);
+    assert_eq!(promoted["generation"], 2, "{promoted}");
+    let d = port(&env.json(&["create", "d", "--baseline", "2"]));
+    assert_eq!(rows(d), "1,5");
+    env.run_ok(&["delete", "--yes", "c"]);
+    env.run_ok(&["reset", "d"]);
+    assert_eq!(rows(d), "1,5");
+    let pruned = env.json(&["baseline", "prune"]);
+    assert!(
+        pruned[0]["action"].as_str().unwrap().contains("used by b"),
+        "{pruned}"
+    );
+
+    // The last ones gone, nothing is left but the generations.
+    env.run_ok(&["delete", "--yes", "b"]);
+    env.run_ok(&["delete", "--yes", "d"]);
+    assert_eq!(under(&dataset, "held"), Vec::<String>::new());
+    assert_eq!(under(&dataset, "branches"), Vec::<String>::new());
+    let pruned = env.json(&["baseline", "prune"]);
+    assert_eq!(pruned[0]["action"], "removed", "{pruned}");
+    assert_eq!(
+        under(&dataset, "promoted"),
+        ["promoted/gen-000002", "promoted/gen-000002@gen-000002"]
+    );
 }

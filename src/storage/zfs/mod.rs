@@ -4,15 +4,23 @@
 //!
 //! Layout under the configured dataset (mounted under `root/zfs`):
 //! `DATASET/baseline` holds one snapshot per generation (`@gen-NNNNNN`) and is the workspace
-//! a new generation is built in; `DATASET/branches/NAME` is a clone of a generation with its
-//! own `@init`. Datasets use recordsize=16K (InnoDB's page), lz4 and atime=off.
+//! a new generation is built in; `DATASET/promoted/gen-NNNNNN` is a generation promoted from
+//! a branch (a clone of the branch's snapshot, with its own `@gen-NNNNNN`);
+//! `DATASET/branches/NAME` is a clone of a generation with its own `@init`; checkpoints are
+//! `@cp-TAG` snapshots; `DATASET/held` keeps, unmounted, earlier datadirs whose snapshots
+//! are still needed (lineage.rs says why and when they go). Datasets use recordsize=16K
+//! (InnoDB's page), lz4 and atime=off.
+
+mod history;
+pub mod lineage;
 
 use super::StorageError;
 use super::{PoolInfo, Storage};
-use crate::branch::{BranchName, Generation};
+use crate::branch::{BranchName, CheckpointTag, Generation};
 use crate::check::Check;
 use crate::exec;
 use anyhow::{anyhow, Context, Result};
+use lineage::INIT;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -89,6 +97,22 @@ impl ZfsStorage {
     }
     fn workspace(&self) -> PathBuf {
         self.mount_root.join("baseline")
+    }
+
+    /// Generations built in the baseline workspace (not promoted from a branch).
+    fn own_baselines(&self) -> Result<Vec<Generation>> {
+        Ok(parse_generations(&zfs(&[
+            "list",
+            "-H",
+            "-p",
+            "-t",
+            "snapshot",
+            "-o",
+            "name",
+            "-d",
+            "1",
+            &self.baseline(),
+        ])?))
     }
 
     fn exists(&self, ds: &str) -> Result<bool> {
@@ -198,15 +222,39 @@ impl ZfsStorage {
                 zfs(&["create", &ds])?;
             }
         }
-        // After a reboot without automatic mounting.
-        for ds in [self.dataset.clone(), self.baseline(), self.branches_ds()] {
-            if self
-                .props(&ds, "mounted")?
-                .get("mounted")
-                .map(String::as_str)
-                != Some("yes")
-            {
-                zfs(&["mount", &ds]).with_context(|| format!("mounting {ds}"))?;
+        // Added after the first release: made on any open of an older pool. `held` keeps
+        // datasets that are never mounted (lineage.rs).
+        if !self.exists(&self.held_root())? {
+            zfs(&[
+                "create",
+                "-o",
+                "mountpoint=none",
+                "-o",
+                "canmount=off",
+                &self.held_root(),
+            ])?;
+        }
+        if !self.exists(&self.promoted_root())? {
+            zfs(&["create", &self.promoted_root()])?;
+        }
+        // After a reboot without automatic mounting: one listing, and a mount of each
+        // dataset that should be mounted and is not (parents come first in the listing).
+        let out = zfs(&[
+            "list",
+            "-H",
+            "-o",
+            "name,mounted,canmount,mountpoint",
+            "-t",
+            "filesystem",
+            "-r",
+            &self.dataset,
+        ])?;
+        for line in out.lines() {
+            let f: Vec<&str> = line.split('\t').collect();
+            if let [ds, "no", "on", mountpoint] = f[..] {
+                if mountpoint != "none" && mountpoint != "legacy" {
+                    zfs(&["mount", ds]).with_context(|| format!("mounting {ds}"))?;
+                }
             }
         }
         Ok(made)
@@ -240,7 +288,7 @@ impl Storage for ZfsStorage {
     }
 
     fn baselines(&self) -> Result<Vec<Generation>> {
-        Ok(parse_generations(&zfs(&[
+        let mut gens = parse_generations(&zfs(&[
             "list",
             "-H",
             "-p",
@@ -248,10 +296,12 @@ impl Storage for ZfsStorage {
             "snapshot",
             "-o",
             "name",
-            "-d",
-            "1",
+            "-r",
             &self.baseline(),
-        ])?))
+            &self.promoted_root(),
+        ])?);
+        gens.dedup();
+        Ok(gens)
     }
 
     fn begin_baseline(&self, _gen: Generation) -> Result<PathBuf> {
@@ -268,21 +318,34 @@ impl Storage for ZfsStorage {
     }
 
     fn generation_dir(&self, gen: Generation) -> PathBuf {
+        let promoted = self.promoted_dir(gen);
+        if promoted.is_dir() {
+            return promoted.join(".zfs/snapshot").join(gen.dir_name());
+        }
         self.workspace().join(".zfs/snapshot").join(gen.dir_name())
     }
 
     fn seal_baseline(&self, gen: Generation) -> Result<()> {
-        zfs(&[
-            "snapshot",
-            &format!("{}@{}", self.baseline(), gen.dir_name()),
-        ])
-        .with_context(|| format!("freezing baseline {gen}"))?;
+        let promoted = self.promoted(gen);
+        let dataset = if self.exists(&promoted)? {
+            promoted
+        } else {
+            self.baseline()
+        };
+        zfs(&["snapshot", &format!("{dataset}@{}", gen.dir_name())])
+            .with_context(|| format!("freezing baseline {gen}"))?;
         Ok(())
     }
 
-    fn abandon_baseline(&self, _gen: Generation) -> Result<()> {
+    fn abandon_baseline(&self, gen: Generation) -> Result<()> {
+        let promoted = self.promoted(gen);
+        if self.exists(&promoted)? {
+            // A promotion that did not finish: its clone, then the snapshot it came from.
+            self.destroy(&promoted)?;
+            return self.prune(None);
+        }
         // Back to the newest generation's state, or empty when there is none.
-        match self.baselines()?.last() {
+        match self.own_baselines()?.last() {
             Some(g) => {
                 zfs(&["rollback", &format!("{}@{}", self.baseline(), g.dir_name())])?;
                 Ok(())
@@ -292,48 +355,73 @@ impl Storage for ZfsStorage {
     }
 
     fn workspaces(&self) -> Result<Vec<Generation>> {
-        // Changes since the newest snapshot are an unfinished build.
+        // Changes since the workspace's newest snapshot are an unfinished build.
         let written: u64 = self
             .props(&self.baseline(), "written")?
             .get("written")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
         let gens = self.baselines()?;
-        Ok(if written > 0 && !gens.is_empty() {
-            vec![gens.last().map_or(Generation(1), |g| g.next())]
-        } else {
-            Vec::new()
-        })
+        let mut out = Vec::new();
+        if written > 0 && !self.own_baselines()?.is_empty() {
+            out.push(gens.last().map_or(Generation(1), |g| g.next()));
+        }
+        // A promoted workspace without its generation snapshot.
+        let promoted = zfs(&[
+            "list",
+            "-H",
+            "-o",
+            "name",
+            "-t",
+            "filesystem",
+            "-d",
+            "1",
+            &self.promoted_root(),
+        ])?;
+        let prefix = format!("{}/", self.promoted_root());
+        for gen in parse_names(&promoted)
+            .iter()
+            .filter_map(|n| Generation::from_dir_name(n.strip_prefix(&prefix)?))
+        {
+            if !gens.contains(&gen) && !out.contains(&gen) {
+                out.push(gen);
+            }
+        }
+        out.sort();
+        Ok(out)
     }
 
     fn remove_baseline(&self, gen: Generation) -> Result<()> {
-        let snap = format!("{}@{}", self.baseline(), gen.dir_name());
+        let snap = self.generation_snapshot(gen)?;
         let clones = self
             .props(&snap, "clones")?
             .get("clones")
             .cloned()
             .unwrap_or_default();
-        let clones: Vec<&str> = clones
+        let clones: Vec<String> = clones
             .split(',')
             .filter(|c| !c.is_empty() && *c != "-")
+            .map(str::to_string)
             .collect();
         if !clones.is_empty() {
             return Err(StorageError::InUse(format!(
                 "baseline {gen} is held by the branches cloned from it: {}",
-                clones
-                    .iter()
-                    .map(|c| c.rsplit('/').next().unwrap_or(c))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                self.holders(&clones).join(", ")
             ))
             .into());
+        }
+        let promoted = self.promoted(gen);
+        if self.exists(&promoted)? {
+            self.destroy(&promoted)?;
+            // The branch's snapshot it was promoted from goes too, when unused.
+            return self.prune(None);
         }
         zfs(&["destroy", &snap])?;
         Ok(())
     }
 
     fn clone_branch(&self, gen: Generation, name: &BranchName) -> Result<PathBuf> {
-        let snap = format!("{}@{}", self.baseline(), gen.dir_name());
+        let snap = self.generation_snapshot(gen)?;
         let ds = self.branch_ds(name);
         zfs(&["clone", &snap, &ds]).with_context(|| format!("cloning {snap}"))?;
         if let Err(e) = zfs(&["snapshot", &format!("{ds}@init")]) {
@@ -346,13 +434,55 @@ impl Storage for ZfsStorage {
     }
 
     fn rollback_branch(&self, name: &BranchName) -> Result<()> {
-        zfs(&["rollback", "-r", &format!("{}@init", self.branch_ds(name))])
-            .with_context(|| format!("rolling back branch {name}"))?;
-        Ok(())
+        // The common case in one command: `@init` is the datadir's newest snapshot. (Never
+        // `rollback -r`: it would destroy checkpoints and what other branches came from.)
+        if zfs(&["rollback", &format!("{}@{INIT}", self.branch_ds(name))]).is_ok() {
+            return Ok(());
+        }
+        self.reset_to_snapshot(name, INIT)
     }
 
     fn destroy_branch(&self, name: &BranchName) -> Result<()> {
-        self.destroy(&self.branch_ds(name))
+        self.delete_branch(name)
+    }
+
+    fn clone_from_branch(
+        &self,
+        source: &BranchName,
+        tag: Option<&CheckpointTag>,
+        name: &BranchName,
+    ) -> Result<PathBuf> {
+        self.branch_from_branch(source, tag, name)
+    }
+
+    fn checkpoint_branch(&self, name: &BranchName, tag: &CheckpointTag) -> Result<()> {
+        let snap = format!(
+            "{}@{}{tag}",
+            self.branch_ds(name),
+            lineage::CHECKPOINT_PREFIX
+        );
+        zfs(&["snapshot", &snap]).with_context(|| format!("taking checkpoint {name}@{tag}"))?;
+        Ok(())
+    }
+
+    fn rollback_to_checkpoint(&self, name: &BranchName, tag: &CheckpointTag) -> Result<()> {
+        self.reset_to_snapshot(name, &format!("{}{tag}", lineage::CHECKPOINT_PREFIX))
+    }
+
+    fn remove_checkpoint(&self, name: &BranchName, tag: &CheckpointTag) -> Result<()> {
+        self.delete_checkpoint(name, tag)
+    }
+
+    fn checkpoints(&self, name: &BranchName) -> Result<Vec<CheckpointTag>> {
+        self.checkpoint_tags(name)
+    }
+
+    fn checkpoint_usage(&self, name: &BranchName, tag: &CheckpointTag) -> Result<Option<u64>> {
+        self.checkpoint_bytes(name, tag)
+    }
+
+    fn begin_baseline_from_branch(&self, gen: Generation, name: &BranchName) -> Result<PathBuf> {
+        self.promote_workspace(gen, name)
     }
 
     fn branch_exists(&self, name: &BranchName) -> Result<bool> {
