@@ -103,6 +103,18 @@ _db__branch() {
             db__branch__subcmd__baseline,prune)
                 cmd="db__branch__subcmd__baseline__subcmd__prune"
                 ;;
+            db__branch__subcmd__baseline,pull)
+                cmd="db__branch__subcmd__baseline__subcmd__pull"
+                ;;
+            db__branch__subcmd__baseline,push)
+                cmd="db__branch__subcmd__baseline__subcmd__push"
+                ;;
+            db__branch__subcmd__baseline,receive)
+                cmd="db__branch__subcmd__baseline__subcmd__receive"
+                ;;
+            db__branch__subcmd__baseline,send)
+                cmd="db__branch__subcmd__baseline__subcmd__send"
+                ;;
             db__branch__subcmd__baseline__subcmd__help,create)
                 cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__create"
                 ;;
@@ -114,6 +126,18 @@ _db__branch() {
                 ;;
             db__branch__subcmd__baseline__subcmd__help,prune)
                 cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__prune"
+                ;;
+            db__branch__subcmd__baseline__subcmd__help,pull)
+                cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__pull"
+                ;;
+            db__branch__subcmd__baseline__subcmd__help,push)
+                cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__push"
+                ;;
+            db__branch__subcmd__baseline__subcmd__help,receive)
+                cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__receive"
+                ;;
+            db__branch__subcmd__baseline__subcmd__help,send)
+                cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__send"
                 ;;
             db__branch__subcmd__checkpoint,delete)
                 cmd="db__branch__subcmd__checkpoint__subcmd__delete"
@@ -210,6 +234,18 @@ _db__branch() {
                 ;;
             db__branch__subcmd__help__subcmd__baseline,prune)
                 cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__prune"
+                ;;
+            db__branch__subcmd__help__subcmd__baseline,pull)
+                cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__pull"
+                ;;
+            db__branch__subcmd__help__subcmd__baseline,push)
+                cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__push"
+                ;;
+            db__branch__subcmd__help__subcmd__baseline,receive)
+                cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__receive"
+                ;;
+            db__branch__subcmd__help__subcmd__baseline,send)
+                cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__send"
                 ;;
             db__branch__subcmd__help__subcmd__checkpoint,delete)
                 cmd="db__branch__subcmd__help__subcmd__checkpoint__subcmd__delete"
@@ -308,13 +344,17 @@ _db__branch() {
 
     case "${cmd}" in
         db__branch)
-            opts="-y -q -h -V --config --json --yes --quiet --help --version init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints diff completions daemon help"
+            opts="-y -q -h -V --config --json --yes --quiet --host --help --version init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints diff completions daemon help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -326,7 +366,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__bake)
-            opts="-p -y -q -h --from --databases --mask-sql --verify --jobs --logical --via --with-users --password-file --password --into --config --json --yes --quiet --help"
+            opts="-p -y -q -h --from --databases --mask-sql --verify --jobs --logical --via --with-users --password-file --password --into --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -364,6 +404,10 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -372,13 +416,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__baseline)
-            opts="-y -q -h --config --json --yes --quiet --help create list prune help"
+            opts="-y -q -h --config --json --yes --quiet --host --help create list prune push pull receive send help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -390,7 +438,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__baseline__subcmd__create)
-            opts="-y -q -h --empty --from-datadir --from-branch --sql --config --json --yes --quiet --help"
+            opts="-y -q -h --empty --from-datadir --from-branch --sql --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -412,6 +460,10 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -420,7 +472,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__baseline__subcmd__help)
-            opts="create list prune help"
+            opts="create list prune push pull receive send help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -489,14 +541,74 @@ _db__branch() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__help__subcmd__pull)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__help__subcmd__push)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__help__subcmd__receive)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__help__subcmd__send)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         db__subcmd__branch__subcmd__baseline__subcmd__list)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -508,13 +620,109 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__baseline__subcmd__prune)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__pull)
+            opts="-y -q -h --config --json --yes --quiet --host --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__push)
+            opts="-y -q -h --config --json --yes --quiet --host --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__receive)
+            opts="-y -q -h --config --json --yes --quiet --host --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__send)
+            opts="-y -q -h --parent --config --json --yes --quiet --host --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --parent)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -526,13 +734,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__checkpoint)
-            opts="-y -q -h --clean --config --json --yes --quiet --help delete help"
+            opts="-y -q -h --clean --config --json --yes --quiet --host --help delete help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -544,13 +756,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__checkpoint__subcmd__delete)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -604,13 +820,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__checkpoints)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -622,13 +842,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__completions)
-            opts="-y -q -h --config --json --yes --quiet --help bash elvish fish powershell zsh"
+            opts="-y -q -h --config --json --yes --quiet --host --help bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -640,7 +864,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__create)
-            opts="-y -q -h --baseline --buffer-pool --ttl --expires-at --label --owner --profile --from --clean --config --json --yes --quiet --help"
+            opts="-y -q -h --baseline --buffer-pool --ttl --expires-at --label --owner --profile --from --clean --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -682,6 +906,10 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -690,13 +918,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__daemon)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -708,13 +940,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__delete)
-            opts="-y -q -h --force --config --json --yes --quiet --help"
+            opts="-y -q -h --force --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -726,13 +962,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__diff)
-            opts="-y -q -h --data --config --json --yes --quiet --help"
+            opts="-y -q -h --data --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -744,13 +984,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__doctor)
-            opts="-y -q -h --repair --config --json --yes --quiet --help"
+            opts="-y -q -h --repair --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -762,7 +1006,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__env)
-            opts="-y -q -h --format --config --json --yes --quiet --help"
+            opts="-y -q -h --format --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -776,6 +1020,10 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -784,7 +1032,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__extend)
-            opts="-y -q -h --ttl --expires-at --config --json --yes --quiet --help"
+            opts="-y -q -h --ttl --expires-at --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -802,6 +1050,10 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -810,7 +1062,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__gc)
-            opts="-y -q -h --dry-run --older-than --idle-for --label --config --json --yes --quiet --help"
+            opts="-y -q -h --dry-run --older-than --idle-for --label --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -829,6 +1081,10 @@ _db__branch() {
                     return 0
                     ;;
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -868,7 +1124,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help__subcmd__baseline)
-            opts="create list prune"
+            opts="create list prune push pull receive send"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -910,6 +1166,62 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help__subcmd__baseline__subcmd__prune)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__baseline__subcmd__pull)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__baseline__subcmd__push)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__baseline__subcmd__receive)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__baseline__subcmd__send)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1386,13 +1698,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__init)
-            opts="-y -q -h --enable-timers --config --json --yes --quiet --help"
+            opts="-y -q -h --enable-timers --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1404,7 +1720,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__list)
-            opts="-y -q -h --label --tree --config --json --yes --quiet --help"
+            opts="-y -q -h --label --tree --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1418,6 +1734,10 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1426,7 +1746,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__migrate__subcmd__check)
-            opts="-y -q -h --branch --baseline --max-statement --max-lock --format --keep --config --json --yes --quiet --help"
+            opts="-y -q -h --branch --baseline --max-statement --max-lock --format --keep --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1456,6 +1776,10 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1464,13 +1788,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__pool)
-            opts="-y -q -h --config --json --yes --quiet --help create list status resize delete claim release run recycle help"
+            opts="-y -q -h --config --json --yes --quiet --host --help create list status resize delete claim release run recycle help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1482,7 +1810,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__pool__subcmd__claim)
-            opts="-y -q -h --wait --pid --format --config --json --yes --quiet --help"
+            opts="-y -q -h --wait --pid --format --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1504,6 +1832,10 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1512,7 +1844,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__pool__subcmd__create)
-            opts="-y -q -h --size --baseline --buffer-pool --profile --config --json --yes --quiet --help"
+            opts="-y -q -h --size --baseline --buffer-pool --profile --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1538,6 +1870,10 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1546,13 +1882,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__pool__subcmd__delete)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1718,13 +2058,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__pool__subcmd__list)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1736,13 +2080,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__pool__subcmd__recycle)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1754,13 +2102,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__pool__subcmd__release)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1772,7 +2124,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__pool__subcmd__resize)
-            opts="-y -q -h --size --config --json --yes --quiet --help"
+            opts="-y -q -h --size --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1786,6 +2138,10 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1794,7 +2150,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__pool__subcmd__run)
-            opts="-y -q -h --wait --config --json --yes --quiet --help"
+            opts="-y -q -h --wait --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1808,6 +2164,10 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1816,13 +2176,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__pool__subcmd__status)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1834,7 +2198,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__protect)
-            opts="-y -q -h --for --config --json --yes --quiet --help"
+            opts="-y -q -h --for --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1848,6 +2212,10 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1856,7 +2224,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__reset)
-            opts="-y -q -h --ttl --to --config --json --yes --quiet --help"
+            opts="-y -q -h --ttl --to --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1874,6 +2242,10 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1882,13 +2254,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__start)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1900,13 +2276,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__status)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1918,13 +2298,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__stop)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1936,7 +2320,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__stop__subcmd__idle)
-            opts="-y -q -h --idle-for --dry-run --config --json --yes --quiet --help"
+            opts="-y -q -h --idle-for --dry-run --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1950,6 +2334,10 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1958,13 +2346,17 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__unprotect)
-            opts="-y -q -h --config --json --yes --quiet --help"
+            opts="-y -q -h --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

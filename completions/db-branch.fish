@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_db_branch_global_optspecs
-    string join \n config= json y/yes q/quiet h/help V/version
+    string join \n config= json y/yes q/quiet host= h/help V/version
 end
 
 function __fish_db_branch_needs_command
@@ -25,6 +25,7 @@ function __fish_db_branch_using_subcommand
 end
 
 complete -c db-branch -n "__fish_db_branch_needs_command" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_needs_command" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_needs_command" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_needs_command" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_needs_command" -s q -l quiet -d 'Print only errors and requested data'
@@ -56,42 +57,80 @@ complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "completions" -d
 complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "daemon" -d 'Serve io.dbbranch.Manager1 on the system bus for users without root (what db-branchd.service runs; see docs/security.md)'
 complete -c db-branch -n "__fish_db_branch_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand init" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand init" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand init" -l enable-timers -d 'Also enable and start the stop-idle and gc timers (systemd)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand init" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand init" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand init" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand init" -s h -l help -d 'Print help'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -l json -d 'Print results as JSON on stdout'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -s y -l yes -d 'Do not ask for confirmation before destroying data'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -s q -l quiet -d 'Print only errors and requested data'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -s h -l help -d 'Print help'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -f -a "create" -d 'Build a new baseline generation'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -f -a "list" -d 'List baseline generations and how many branches use each'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -f -a "prune" -d 'Remove generations no branch uses (the newest is always kept)'
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune push pull receive send help" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune push pull receive send help" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune push pull receive send help" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune push pull receive send help" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune push pull receive send help" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune push pull receive send help" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune push pull receive send help" -f -a "create" -d 'Build a new baseline generation'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune push pull receive send help" -f -a "list" -d 'List baseline generations and how many branches use each'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune push pull receive send help" -f -a "prune" -d 'Remove generations no branch uses (the newest is always kept)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune push pull receive send help" -f -a "push" -d 'Send a generation (default: the newest) to another host or a stream directory, as an increment on the newest generation both hold, else in full'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune push pull receive send help" -f -a "pull" -d 'Fetch a generation (default: the newest there) from another host or a stream directory, as an increment on what this host holds, else in full'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune push pull receive send help" -f -a "receive" -d 'Take a generation\'s stream on stdin and keep it once verified (what `push` runs on the far side)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune push pull receive send help" -f -a "send" -d 'Write a generation\'s stream to stdout (what `pull` runs on the far side)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and not __fish_seen_subcommand_from create list prune push pull receive send help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -l from-datadir -d 'Copy a datadir that was shut down cleanly' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -l from-branch -d 'Promote a branch: its data as the next generation, without a copy (its server is stopped cleanly for the snapshot and started again); --sql runs on the copy only' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -l sql -d 'SQL file to run before the baseline is frozen (seed data, masking); repeatable' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -l empty -d 'Start from the server\'s own initialiser (an empty server)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from create" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from list" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from list" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from list" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from list" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from list" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from prune" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from prune" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from prune" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from prune" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from prune" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from prune" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from push" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from push" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from push" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from push" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from push" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from push" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from pull" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from pull" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from pull" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from pull" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from pull" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from pull" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from receive" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from receive" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from receive" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from receive" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from receive" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from receive" -s h -l help -d 'Print help'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -l parent -d 'Send it as an increment on this generation' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -l json -d 'Print results as JSON on stdout'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -s y -l yes -d 'Do not ask for confirmation before destroying data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -s q -l quiet -d 'Print only errors and requested data'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "create" -d 'Build a new baseline generation'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "list" -d 'List baseline generations and how many branches use each'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "prune" -d 'Remove generations no branch uses (the newest is always kept)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "push" -d 'Send a generation (default: the newest) to another host or a stream directory, as an increment on the newest generation both hold, else in full'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "pull" -d 'Fetch a generation (default: the newest there) from another host or a stream directory, as an increment on what this host holds, else in full'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "receive" -d 'Take a generation\'s stream on stdin and keep it once verified (what `push` runs on the far side)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "send" -d 'Write a generation\'s stream to stdout (what `pull` runs on the far side)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l baseline -d 'Baseline generation to clone [default: the newest]' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l buffer-pool -d 'InnoDB buffer pool for this branch [default: mysqld.buffer_pool]' -r
@@ -103,6 +142,7 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l profile -
 durable\t'The engine\'s crash-safe defaults'"
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l from -d 'Make it from another branch as it is now (BRANCH), or from one of its checkpoints (BRANCH@TAG), instead of a baseline. A running source keeps serving: the copy is crash-consistent and the new branch starts with InnoDB crash recovery' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l clean -d 'With --from: stop the source briefly for a clean copy (no crash recovery), then start it again'
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand create" -s y -l yes -d 'Do not ask for confirmation before destroying data'
@@ -111,34 +151,40 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand create" -s h -l help
 complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -l ttl -d 'Also set the expiry to this long from now (keeps the old one otherwise)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -l to -d 'Back to this checkpoint (see `checkpoints NAME`) instead of the branch\'s start' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand reset" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -l force -d 'Delete even a protected branch'
 complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand delete" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand start" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand start" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand start" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand start" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand start" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand start" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand stop" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand stop" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand stop" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand stop" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand stop" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand stop" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand list" -l label -d 'Only branches with this label (repeatable: all must match)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand list" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand list" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand list" -l tree -d 'Show lineage: each baseline generation with the branches made from it, and the branches made from those'
 complete -c db-branch -n "__fish_db_branch_using_subcommand list" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand list" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand list" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand list" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand status" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand status" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand status" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand status" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand status" -s q -l quiet -d 'Print only errors and requested data'
@@ -148,11 +194,13 @@ dotenv\t'KEY=value lines for a CI step\'s env file or a .env file'
 json\t'A JSON object'
 url\t'Just the mysql:// URL'"
 complete -c db-branch -n "__fish_db_branch_using_subcommand env" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand env" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand env" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand env" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand env" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand env" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -l repair -d 'Remove orphans: half-made branches, snapshots or servers without a record, records without storage, stale memory reservations and unfinished baselines'
 complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -s y -l yes -d 'Do not ask for confirmation before destroying data'
@@ -160,6 +208,7 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -s q -l quie
 complete -c db-branch -n "__fish_db_branch_using_subcommand doctor" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand stop-idle" -l idle-for -d 'Idle threshold [default: lifecycle.stop_idle_after]' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand stop-idle" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand stop-idle" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand stop-idle" -l dry-run -d 'Say what would be stopped, stop nothing'
 complete -c db-branch -n "__fish_db_branch_using_subcommand stop-idle" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand stop-idle" -s y -l yes -d 'Do not ask for confirmation before destroying data'
@@ -169,6 +218,7 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -l older-than -d
 complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -l idle-for -d 'Also delete branches without client activity for this long' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -l label -d 'Only branches with this label (repeatable: all must match)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -l dry-run -d 'Say what would be deleted, delete nothing'
 complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -s y -l yes -d 'Do not ask for confirmation before destroying data'
@@ -177,17 +227,20 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand gc" -s h -l help -d 
 complete -c db-branch -n "__fish_db_branch_using_subcommand extend" -l ttl -d 'Expire this long from now (gc deletes expired branches), e.g. 7d' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand extend" -l expires-at -d 'Expire at this time (UTC), e.g. 2026-12-24T18:00:00Z' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand extend" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand extend" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand extend" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand extend" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand extend" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand extend" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand protect" -l for -d 'Protection lapses after this long [default: until unprotect]' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand protect" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand protect" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand protect" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand protect" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand protect" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand protect" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand unprotect" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand unprotect" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand unprotect" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand unprotect" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand unprotect" -s q -l quiet -d 'Print only errors and requested data'
@@ -200,6 +253,7 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand migrate-check" -l fo
 json\t'JSON for scripts (same as --json)'
 markdown\t'Markdown, ready to paste into a pull-request comment'"
 complete -c db-branch -n "__fish_db_branch_using_subcommand migrate-check" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand migrate-check" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand migrate-check" -l keep -d 'Keep the branch afterwards'
 complete -c db-branch -n "__fish_db_branch_using_subcommand migrate-check" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand migrate-check" -s y -l yes -d 'Do not ask for confirmation before destroying data'
@@ -215,6 +269,7 @@ logical\t'Rows read in parallel over primary-key ranges, indexes built afterward
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l password-file -d 'Read the mysql:// source\'s password from this file (its first line) instead of the URL, where `ps` would show it; `MYSQL_PWD` works too' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l into -d 'The database a single-database dump (one with no `CREATE DATABASE`/`USE`, as `mysqldump DB > file` writes) is loaded into (file: sources)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l verify -d 'Compare every table with the source (CHECKSUM TABLE, or row counts) and fail on a difference (mysql:// sources)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l logical -d 'Copy rows even when the server\'s table files could be imported (mysql:// sources); the same as --via logical'
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -l with-users -d 'Keep the source\'s accounts and their grants in the baseline [default: none are carried; branches have their own]'
@@ -224,6 +279,7 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -s y -l yes -d
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand bake" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and not __fish_seen_subcommand_from create list status resize delete claim release run recycle help" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and not __fish_seen_subcommand_from create list status resize delete claim release run recycle help" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and not __fish_seen_subcommand_from create list status resize delete claim release run recycle help" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and not __fish_seen_subcommand_from create list status resize delete claim release run recycle help" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and not __fish_seen_subcommand_from create list status resize delete claim release run recycle help" -s q -l quiet -d 'Print only errors and requested data'
@@ -244,27 +300,32 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_see
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -l profile -d 'test (fast, the default) or durable' -r -f -a "test\t'Fast: skips what only protects against a host crash (reset returns to a clean snapshot anyway). A server that dies uncleanly should be reset, not started'
 durable\t'The engine\'s crash-safe defaults'"
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from list" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from list" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from list" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from list" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from list" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from status" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from status" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from status" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from status" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from status" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from resize" -l size -d 'The new number of slots' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from resize" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from resize" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from resize" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from resize" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from resize" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from resize" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from delete" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from delete" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from delete" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from delete" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from delete" -s q -l quiet -d 'Print only errors and requested data'
@@ -276,22 +337,26 @@ dotenv\t'KEY=value lines for a CI step\'s env file or a .env file'
 json\t'A JSON object'
 url\t'Just the mysql:// URL'"
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from claim" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from claim" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from claim" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from claim" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from claim" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from claim" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from release" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from release" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from release" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from release" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from release" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from release" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from run" -l wait -d 'Wait this long for a slot when none is ready [default: do not wait; exit 75]' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from run" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from run" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from run" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from run" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from run" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from recycle" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from recycle" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from recycle" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from recycle" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from recycle" -s q -l quiet -d 'Print only errors and requested data'
@@ -307,6 +372,7 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_see
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from help" -f -a "recycle" -d 'Run a pool\'s recycler (started by the other pool commands when none runs)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and not __fish_seen_subcommand_from delete help" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and not __fish_seen_subcommand_from delete help" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and not __fish_seen_subcommand_from delete help" -l clean -d 'Stop the server briefly for a clean snapshot (a reset to it needs no crash recovery), then start it again [default: crash-consistent, no downtime]'
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and not __fish_seen_subcommand_from delete help" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and not __fish_seen_subcommand_from delete help" -s y -l yes -d 'Do not ask for confirmation before destroying data'
@@ -315,6 +381,7 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and not 
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and not __fish_seen_subcommand_from delete help" -a "delete" -d 'Delete a checkpoint'
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and not __fish_seen_subcommand_from delete help" -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and __fish_seen_subcommand_from delete" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and __fish_seen_subcommand_from delete" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and __fish_seen_subcommand_from delete" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and __fish_seen_subcommand_from delete" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and __fish_seen_subcommand_from delete" -s q -l quiet -d 'Print only errors and requested data'
@@ -322,22 +389,26 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and __fi
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and __fish_seen_subcommand_from help" -f -a "delete" -d 'Delete a checkpoint'
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoint; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoints" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoints" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoints" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoints" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoints" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand checkpoints" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand diff" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand diff" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand diff" -l data -d 'Also compare every table\'s row count and checksum'
 complete -c db-branch -n "__fish_db_branch_using_subcommand diff" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand diff" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand diff" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand diff" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand daemon" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand daemon" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand daemon" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand daemon" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand daemon" -s q -l quiet -d 'Print only errors and requested data'
@@ -370,6 +441,10 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand help; and not __fish
 complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from baseline" -f -a "create" -d 'Build a new baseline generation'
 complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from baseline" -f -a "list" -d 'List baseline generations and how many branches use each'
 complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from baseline" -f -a "prune" -d 'Remove generations no branch uses (the newest is always kept)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from baseline" -f -a "push" -d 'Send a generation (default: the newest) to another host or a stream directory, as an increment on the newest generation both hold, else in full'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from baseline" -f -a "pull" -d 'Fetch a generation (default: the newest there) from another host or a stream directory, as an increment on what this host holds, else in full'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from baseline" -f -a "receive" -d 'Take a generation\'s stream on stdin and keep it once verified (what `push` runs on the far side)'
+complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from baseline" -f -a "send" -d 'Write a generation\'s stream to stdout (what `pull` runs on the far side)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from pool" -f -a "create" -d 'Make a pool of ready branches (idempotent; slots the memory guard refuses are reported)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from pool" -f -a "list" -d 'List pools: slots ready, claimed and being recycled'
 complete -c db-branch -n "__fish_db_branch_using_subcommand help; and __fish_seen_subcommand_from pool" -f -a "status" -d 'Show a pool\'s slots and who holds the claimed ones'

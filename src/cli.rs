@@ -29,6 +29,15 @@ pub struct Cli {
     /// Print only errors and requested data
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// Run the command on another host over ssh, with the same output and exit code (its
+    /// db-branch runs as fleet.remote_command; paths in arguments are that host's)
+    #[arg(
+        long,
+        global = true,
+        env = "DB_BRANCH_HOST",
+        value_name = "ssh://[USER@]HOST[:PORT]"
+    )]
+    pub host: Option<crate::transfer::endpoint::SshTarget>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -104,6 +113,48 @@ pub enum BaselineCommand {
     List,
     /// Remove generations no branch uses (the newest is always kept)
     Prune,
+    /// Send a generation (default: the newest) to another host or a stream directory, as
+    /// an increment on the newest generation both hold, else in full
+    Push(BaselinePushArgs),
+    /// Fetch a generation (default: the newest there) from another host or a stream
+    /// directory, as an increment on what this host holds, else in full
+    Pull(BaselinePullArgs),
+    /// Take a generation's stream on stdin and keep it once verified (what `push` runs on
+    /// the far side)
+    #[command(hide = true)]
+    Receive,
+    /// Write a generation's stream to stdout (what `pull` runs on the far side)
+    #[command(hide = true)]
+    Send(BaselineSendArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BaselinePushArgs {
+    /// ssh://[USER@]HOST[:PORT] (its db-branch receives) or file:DIR (stream files and a
+    /// manifest, e.g. on a shared mount)
+    #[arg(value_name = "DEST")]
+    pub dest: crate::transfer::endpoint::Endpoint,
+    /// The generation (3 or gen-000003); default: the newest
+    #[arg(value_name = "GEN")]
+    pub generation: Option<Generation>,
+}
+
+#[derive(Debug, Args)]
+pub struct BaselinePullArgs {
+    /// ssh://[USER@]HOST[:PORT] or file:DIR
+    #[arg(value_name = "SRC")]
+    pub src: crate::transfer::endpoint::Endpoint,
+    /// The generation (3 or gen-000003); default: the newest there
+    #[arg(value_name = "GEN")]
+    pub generation: Option<Generation>,
+}
+
+#[derive(Debug, Args)]
+pub struct BaselineSendArgs {
+    pub generation: Generation,
+    /// Send it as an increment on this generation
+    #[arg(long)]
+    pub parent: Option<Generation>,
 }
 
 #[derive(Debug, Args)]

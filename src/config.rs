@@ -47,6 +47,30 @@ pub struct Config {
     pub lifecycle: LifecycleConfig,
     pub zfs: ZfsConfig,
     pub access: AccessConfig,
+    /// The name or address other machines reach this host by, for `env` and `create`
+    /// (a CI job elsewhere gets a working DATABASE_URL). Empty: `bind_address`.
+    pub advertise_address: String,
+    pub fleet: FleetConfig,
+}
+
+/// Other hosts: `baseline push/pull` and `--host` reach them over ssh.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FleetConfig {
+    /// How db-branch is run on the far side, as shell words (e.g. "sudo db-branch", or
+    /// "db-branch --config /etc/db-branch/ci.toml").
+    pub remote_command: String,
+    /// Extra arguments for every `ssh` (e.g. ["-i", "/root/.ssh/fleet", "-F", "/etc/db-branch/ssh_config"]).
+    pub ssh_options: Vec<String>,
+}
+
+impl Default for FleetConfig {
+    fn default() -> Self {
+        FleetConfig {
+            remote_command: "db-branch".into(),
+            ssh_options: Vec::new(),
+        }
+    }
 }
 
 /// Who may use db-branch through the `db-branchd` service without root (see
@@ -236,6 +260,8 @@ impl Default for Config {
             lifecycle: LifecycleConfig::default(),
             zfs: ZfsConfig::default(),
             access: AccessConfig::default(),
+            advertise_address: String::new(),
+            fleet: FleetConfig::default(),
             lock_timeout: Duration(std::time::Duration::from_secs(120)),
         }
     }
@@ -359,6 +385,25 @@ impl Config {
                     hidden.as_os_str().to_string_lossy()
                 )));
             }
+        }
+        match shell_words::split(&self.fleet.remote_command) {
+            Ok(words) if !words.is_empty() => {}
+            _ => {
+                return Err(usage(format!(
+                    "fleet.remote_command = {:?} must be a command line (shell words), e.g. \"db-branch\"",
+                    self.fleet.remote_command
+                )))
+            }
+        }
+        if self
+            .advertise_address
+            .chars()
+            .any(|c| c.is_whitespace() || "/@?#".contains(c))
+        {
+            return Err(usage(format!(
+                "advertise_address = {:?} must be a host name or an IP address",
+                self.advertise_address
+            )));
         }
         if !self.btrfs.path.as_os_str().is_empty() && !self.btrfs.path.is_absolute() {
             return Err(usage(format!(

@@ -31,6 +31,7 @@ pub mod store;
 pub mod supervisor;
 #[cfg(feature = "testing")]
 pub mod testkit;
+pub mod transfer;
 pub mod undo;
 pub mod values;
 pub mod view;
@@ -46,6 +47,10 @@ fn command_name(command: &Command) -> String {
         Command::Baseline(BaselineCommand::Create(_)) => return "baseline create".into(),
         Command::Baseline(BaselineCommand::List) => return "baseline list".into(),
         Command::Baseline(BaselineCommand::Prune) => return "baseline prune".into(),
+        Command::Baseline(BaselineCommand::Push(_)) => return "baseline push".into(),
+        Command::Baseline(BaselineCommand::Pull(_)) => return "baseline pull".into(),
+        Command::Baseline(BaselineCommand::Receive) => return "baseline receive".into(),
+        Command::Baseline(BaselineCommand::Send(_)) => return "baseline send".into(),
         Command::Pool(p) => {
             let variant = format!("{p:?}");
             let variant = variant.split(['(', ' ', '{']).next().unwrap_or_default();
@@ -76,6 +81,14 @@ pub fn run(cli: Cli, printer: Printer) -> Result<()> {
     // The timers' services must read the same config file as this invocation.
     let explicit = (path != std::path::Path::new(config::DEFAULT_CONFIG_PATH))
         .then(|| std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone()));
+    if let Some(target) = cli.host.clone() {
+        // The whole command runs there: nothing of it happens here.
+        let ssh = transfer::ssh::Ssh::new(target, &config.fleet)?;
+        return match transfer::ssh::forward(&ssh, &args_without_host())? {
+            0 => Ok(()),
+            code => Err(error::Error::new(error::Kind::Exited(code), "").into()),
+        };
+    }
     if let Command::Doctor(args) = &cli.command {
         let note = if path.exists() {
             format!("{} (valid)", path.display())
@@ -100,6 +113,32 @@ pub fn run(cli: Cli, printer: Printer) -> Result<()> {
     host.assume_yes = cli.yes;
     commands::authorize(&host, &cli.command)?;
     commands::dispatch(&host, &cli.command)
+}
+
+/// This invocation's arguments without `--host` (it is what the far side runs).
+fn args_without_host() -> Vec<String> {
+    strip_host(std::env::args().skip(1))
+}
+
+fn strip_host(args: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut args = args.peekable();
+    while let Some(a) = args.next() {
+        if a == "--" {
+            out.push(a);
+            out.extend(args.by_ref());
+            break;
+        }
+        if a == "--host" {
+            args.next();
+            continue;
+        }
+        if a.starts_with("--host=") {
+            continue;
+        }
+        out.push(a);
+    }
+    out
 }
 
 /// Completion scripts, for the packaging tests and `completions`.
@@ -133,6 +172,31 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
 mod tests {
     use super::*;
     use clap::Parser;
+
+    #[test]
+    fn host_is_taken_out_of_what_runs_there() {
+        let args = |v: &[&str]| {
+            v.iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .into_iter()
+        };
+        assert_eq!(
+            strip_host(args(&[
+                "--host",
+                "ssh://h",
+                "create",
+                "a",
+                "--host=ssh://x",
+                "--json"
+            ])),
+            ["create", "a", "--json"]
+        );
+        assert_eq!(
+            strip_host(args(&["pool", "run", "p", "--", "cmd", "--host", "y"])),
+            ["pool", "run", "p", "--", "cmd", "--host", "y"]
+        );
+    }
 
     #[test]
     fn command_names_are_what_people_type() {

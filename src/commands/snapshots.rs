@@ -166,6 +166,33 @@ fn baseline_commands() {
 }
 
 #[test]
+fn transfer_commands() {
+    let mut sim = sim_host();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let mut s = settings(&sim);
+    s.add_filter(&regex_escape(&d), "[DIR]");
+    s.add_filter(
+        r#""bytes_per_second": [0-9.e+-]+"#,
+        r#""bytes_per_second": "[RATE]""#,
+    );
+    s.add_filter(r"[0-9.]+[KMGT]?B?/s", "[RATE]");
+    s.add_filter(r"(?m)  [0-9]+\.[0-9]{2}  ", "  [SECONDS]  ");
+    // The rate's width moves the table's right edge.
+    s.add_filter(r"(?m) +│$", " │");
+    s.add_filter(r"(?m)^([┌└╞])[─═]+([┐┘╡])$", "$1[BORDER]$2");
+    let push = run(&mut sim, true, &format!("baseline push file:{d}"));
+    s.bind(|| insta::assert_snapshot!("baseline-push.json", push));
+    run(&mut sim, true, "baseline create --empty");
+    let push = run(&mut sim, false, &format!("baseline push file:{d}"));
+    s.bind(|| insta::assert_snapshot!("baseline-push.txt", push));
+    let mut other = sim_host();
+    other.storage.with_state(|st| st.generations.clear());
+    let pull = run(&mut other, true, &format!("baseline pull file:{d}"));
+    s.bind(|| insta::assert_snapshot!("baseline-pull.json", pull));
+}
+
+#[test]
 fn host_commands() {
     let mut sim = sim_host();
     both(&mut sim, "init", "init");

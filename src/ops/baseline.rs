@@ -240,6 +240,9 @@ pub struct BaselineRow {
     pub server: Option<Flavour>,
     pub created: Option<chrono::DateTime<chrono::Utc>>,
     pub source: Option<String>,
+    /// What this generation is known by on every host that holds it (`baseline push/pull`
+    /// send increments against a generation both sides hold with the same identity).
+    pub identity: Option<String>,
 }
 
 pub fn list(host: &Host) -> Result<Vec<BaselineRow>> {
@@ -257,6 +260,7 @@ pub fn list(host: &Host) -> Result<Vec<BaselineRow>> {
                 server: info.as_ref().map(|i| i.server),
                 created: info.as_ref().map(|i| i.created),
                 source: info.map(|i| i.source),
+                identity: host.storage.generation_identity(g).ok().flatten(),
             }
         })
         .collect())
@@ -302,7 +306,9 @@ pub fn prune(host: &Host) -> Result<Vec<PruneRow>> {
     let gens = host.storage.baselines()?;
     let newest = gens.last().copied();
     let mut rows = Vec::new();
-    for g in gens {
+    // Newest first: on ZFS a newer generation can hold an older one (a promotion's chain,
+    // a received increment), and goes first.
+    for g in gens.into_iter().rev() {
         let users: Vec<String> = records
             .iter()
             .filter(|r| r.baseline == g)
@@ -323,6 +329,7 @@ pub fn prune(host: &Host) -> Result<Vec<PruneRow>> {
             action,
         });
     }
+    rows.reverse();
     Ok(rows)
 }
 

@@ -25,10 +25,15 @@ pub struct Connection {
 impl Connection {
     pub fn of(host: &Host, record: &BranchRecord) -> Connection {
         let addr = host.config.bind_address;
-        let host_part = if addr.is_ipv6() {
-            format!("[{addr}]")
+        // What other machines reach this host by, when set; else where the branch listens.
+        let reach = match host.config.advertise_address.as_str() {
+            "" => addr.to_string(),
+            a => a.to_string(),
+        };
+        let host_part = if reach.contains(':') {
+            format!("[{reach}]")
         } else {
-            addr.to_string()
+            reach.clone()
         };
         let user = &host.config.client.user;
         // The branch's own password; a branch made before db-branch kept one (and not
@@ -48,7 +53,7 @@ impl Connection {
         };
         let ssl_ca = crate::store::tls::needed(addr).then(|| host.layout.tls_ca_cert());
         Connection {
-            host: addr.to_string(),
+            host: reach,
             port: record.port,
             socket: host.layout.socket(&record.name),
             user: user.clone(),

@@ -106,6 +106,7 @@ pub fn write_options(host: &Host, record: &BranchRecord) -> Result<()> {
             &host.layout,
             &record.name,
             host.config.bind_address,
+            &host.config.advertise_address,
             server_gid,
         )?);
     }

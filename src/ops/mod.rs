@@ -24,6 +24,7 @@ pub mod power;
 pub mod record;
 pub mod reset;
 pub mod stop_idle;
+pub mod transfer;
 
 #[cfg(test)]
 pub mod testing;

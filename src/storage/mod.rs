@@ -72,7 +72,7 @@ pub struct PoolInfo {
     pub ram_bytes: Option<u64>,
 }
 
-pub trait Storage: Send + Sync {
+pub trait Storage: Transfer + Send + Sync {
     /// Makes the pool usable: mounts the embedded image if it is not mounted (after a
     /// reboot), checks a configured path really is the right filesystem. Fails with
     /// `StorageError::NotReady` when `init` never ran.
@@ -200,6 +200,46 @@ pub trait Storage: Send + Sync {
     fn begin_baseline_from_branch(&self, _gen: Generation, _name: &BranchName) -> Result<PathBuf> {
         Err(not_here("baselines promoted from branches"))
     }
+}
+
+/// Baselines moving between hosts as send streams (`baseline push/pull`): generations keep
+/// their number, and an increment applies where both sides hold its parent.
+pub trait Transfer {
+    /// The format `send_generation` writes: "btrfs" or "zfs".
+    fn stream_format(&self) -> &'static str;
+    /// What generation `gen` is known by on every host that holds it (btrfs: the UUID it
+    /// was received as, or its own where it was made; ZFS: the snapshot's guid, which a
+    /// send keeps). Two hosts' generations with one identity hold the same data.
+    fn generation_identity(&self, gen: Generation) -> Result<Option<String>>;
+    /// Whether `gen` can be sent as an increment on `parent` (ZFS: only along one lineage).
+    fn can_send_incremental(&self, _gen: Generation, _parent: Generation) -> bool {
+        true
+    }
+    /// An estimate of the stream's size, for progress (None when unknown).
+    fn estimate_send(&self, _gen: Generation, _parent: Option<Generation>) -> Option<u64> {
+        None
+    }
+    /// Writes generation `gen` to `out` as this backend's send stream, as an increment on
+    /// `parent` when given.
+    fn send_generation(
+        &self,
+        gen: Generation,
+        parent: Option<Generation>,
+        out: &mut dyn std::io::Write,
+    ) -> Result<()>;
+    /// Receives a send stream as generation `gen` into a place no command sees yet (the
+    /// caller commits it once the stream's checksum was verified, or aborts).
+    fn receive_generation(
+        &self,
+        gen: Generation,
+        parent: Option<Generation>,
+        input: &mut dyn std::io::Read,
+    ) -> Result<()>;
+    /// Makes a received generation visible.
+    fn commit_received(&self, gen: Generation) -> Result<()>;
+    /// Removes whatever a receive left (this one's or an interrupted earlier one's).
+    /// Idempotent.
+    fn abort_received(&self) -> Result<()>;
 }
 
 /// What this backend cannot do yet, as a usage error naming the backend that can.

@@ -29,6 +29,8 @@ pub struct SimState {
     pub metadata: BTreeMap<BranchName, BTreeMap<String, String>>,
     /// Checkpoints: (branch, tag) -> whether the branch had been written when it was taken.
     pub checkpoints: BTreeMap<(BranchName, CheckpointTag), bool>,
+    /// A generation received and not yet committed: (generation, the stream's bytes).
+    pub receiving: Option<(Generation, Vec<u8>)>,
 }
 
 impl SimStorage {
@@ -64,6 +66,60 @@ impl SimStorage {
             return Err(anyhow!("simulated failure in {op}"));
         }
         Ok(st)
+    }
+}
+
+/// The sim's "send stream": a line naming the generation and its parent.
+pub fn sim_stream(gen: Generation, parent: Option<Generation>) -> Vec<u8> {
+    format!("sim stream of {gen} on {parent:?}\n").into_bytes()
+}
+
+impl super::Transfer for SimStorage {
+    fn stream_format(&self) -> &'static str {
+        "sim"
+    }
+    fn generation_identity(&self, gen: Generation) -> Result<Option<String>> {
+        let st = self.check("generation_identity")?;
+        Ok(st
+            .generations
+            .contains(&gen)
+            .then(|| format!("sim-{}", gen.0)))
+    }
+    fn send_generation(
+        &self,
+        gen: Generation,
+        parent: Option<Generation>,
+        out: &mut dyn std::io::Write,
+    ) -> Result<()> {
+        let st = self.check("send_generation")?;
+        if !st.generations.contains(&gen) {
+            return Err(anyhow!("no generation {gen}"));
+        }
+        drop(st);
+        out.write_all(&sim_stream(gen, parent))?;
+        Ok(())
+    }
+    fn receive_generation(
+        &self,
+        gen: Generation,
+        _parent: Option<Generation>,
+        input: &mut dyn std::io::Read,
+    ) -> Result<()> {
+        let mut bytes = Vec::new();
+        input.read_to_end(&mut bytes)?;
+        let mut st = self.check("receive_generation")?;
+        st.receiving = Some((gen, bytes));
+        Ok(())
+    }
+    fn commit_received(&self, gen: Generation) -> Result<()> {
+        let mut st = self.check("commit_received")?;
+        st.receiving = None;
+        st.generations.insert(gen);
+        Ok(())
+    }
+    fn abort_received(&self) -> Result<()> {
+        self.check("abort_received")?.receiving = None;
+        Ok(())
     }
 }
 

@@ -58,13 +58,15 @@ pub fn ensure_ca(layout: &Layout) -> Result<PathBuf> {
     Ok(cert)
 }
 
-/// A server certificate for the branch at `addr`, signed by the CA (made first if need be);
-/// its key readable by the server's group only. Made again at each start: cheap, and
-/// always for the address the branch listens on now.
+/// A server certificate for the branch at `addr` (and at `advertised`, the name or address
+/// other machines use, when set), signed by the CA (made first if need be); its key
+/// readable by the server's group only. Made again at each start: cheap, and always for
+/// the address the branch listens on now.
 pub fn branch_files(
     layout: &Layout,
     name: &BranchName,
     addr: IpAddr,
+    advertised: &str,
     server_gid: Option<u32>,
 ) -> Result<TlsFiles> {
     let ca = ensure_ca(layout)?;
@@ -77,6 +79,18 @@ pub fn branch_files(
         .distinguished_name
         .push(DnType::CommonName, format!("db-branch {name}"));
     params.subject_alt_names = vec![SanType::IpAddress(addr)];
+    match advertised.parse::<IpAddr>() {
+        Ok(ip) if ip != addr => params.subject_alt_names.push(SanType::IpAddress(ip)),
+        Ok(_) => {}
+        Err(_) if !advertised.is_empty() => {
+            params
+                .subject_alt_names
+                .push(SanType::DnsName(advertised.try_into().with_context(
+                    || format!("advertise_address {advertised:?} as a certificate name"),
+                )?))
+        }
+        Err(_) => {}
+    }
     let pair = KeyPair::generate().context("making the branch's key")?;
     let cert = params
         .signed_by(&pair, &issuer)
@@ -118,7 +132,14 @@ mod tests {
         assert_eq!(fs::read_to_string(&ca).unwrap(), first, "made once");
         let n: BranchName = "a".parse().unwrap();
         crate::store::secrets::ensure_password(&layout, &n, None).unwrap();
-        let f = branch_files(&layout, &n, "10.1.2.3".parse().unwrap(), None).unwrap();
+        let f = branch_files(
+            &layout,
+            &n,
+            "10.1.2.3".parse().unwrap(),
+            "db-7.ci.example",
+            None,
+        )
+        .unwrap();
         assert!(fs::read_to_string(&f.cert)
             .unwrap()
             .starts_with("-----BEGIN CERTIFICATE-----"));
@@ -137,6 +158,19 @@ mod tests {
                 .args(["verify", "-CAfile"])
                 .arg(&f.ca)
                 .args(["-verify_ip", "10.1.2.3"])
+                .arg(&f.cert)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            // And for the advertised name other machines use.
+            let out = std::process::Command::new("openssl")
+                .args(["verify", "-CAfile"])
+                .arg(&f.ca)
+                .args(["-verify_hostname", "db-7.ci.example"])
                 .arg(&f.cert)
                 .output()
                 .unwrap();

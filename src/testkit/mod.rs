@@ -3,6 +3,8 @@
 //! (or ZFS dataset), port range and baseline in a `TestEnv`, which runs the real binary and
 //! removes all of it when it ends, passing or failing.
 
+pub mod veth;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -11,3 +11,4 @@ pub mod init;
 pub mod lifecycle;
 pub mod migrate;
 pub mod pool;
+pub mod transfer;

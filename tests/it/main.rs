@@ -9,6 +9,7 @@ mod bake;
 mod ci_recipes;
 mod cli;
 mod fidelity;
+mod fleet;
 mod generated;
 mod history;
 mod hostile;

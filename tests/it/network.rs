@@ -1,75 +1,9 @@
 //! A branch reachable from another machine: the test makes a network namespace joined to
-//! this one by a veth pair (its own addresses, nothing else), binds branches to this side's
-//! address and connects from the other side. Removed when the test ends.
+//! this one by a veth pair (testkit::veth: its own addresses, nothing else), binds branches
+//! to this side's address and connects from the other side. Removed when the test ends.
 
+use db_branch::testkit::veth::Veth;
 use db_branch::testkit::{server, TestEnv};
-use std::process::{Command, Output};
-
-/// A namespace `ns` whose veth peer has `peer`, joined to `host_addr` here.
-struct Veth {
-    ns: String,
-    link: String,
-    host_addr: String,
-}
-
-impl Veth {
-    fn new() -> Veth {
-        let id = std::process::id();
-        let net = id % 250 + 1;
-        let v = Veth {
-            ns: format!("dbbt-n{id}"),
-            link: format!("dbv{id}a"),
-            host_addr: format!("10.231.{net}.1"),
-        };
-        let peer = format!("dbv{id}b");
-        let peer_addr = format!("10.231.{net}.2/30");
-        for args in [
-            vec!["netns", "add", &v.ns],
-            vec![
-                "link", "add", &v.link, "type", "veth", "peer", "name", &peer,
-            ],
-            vec!["link", "set", &peer, "netns", &v.ns],
-            vec![
-                "addr",
-                "add",
-                &format!("{}/30", v.host_addr),
-                "dev",
-                &v.link,
-            ],
-            vec!["link", "set", &v.link, "up"],
-            vec!["-n", &v.ns, "addr", "add", &peer_addr, "dev", &peer],
-            vec!["-n", &v.ns, "link", "set", &peer, "up"],
-            vec!["-n", &v.ns, "link", "set", "lo", "up"],
-        ] {
-            let out = Command::new("ip").args(&args).output().unwrap();
-            assert!(
-                out.status.success(),
-                "ip {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        v
-    }
-
-    /// `program args` run inside the namespace (the other machine).
-    fn run(&self, program: &std::path::Path, args: &[String]) -> Output {
-        Command::new("ip")
-            .args(["netns", "exec", &self.ns])
-            .arg(program)
-            .args(args)
-            .output()
-            .unwrap()
-    }
-}
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.link])
-            .status();
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
-    }
-}
 
 #[test]
 #[ignore = "needs root, btrfs and a server; run by scripts/test"]

@@ -20,14 +20,14 @@ impl ZfsStorage {
     pub(super) fn held_root(&self) -> String {
         self.names().held_root()
     }
-    pub(super) fn promoted_root(&self) -> String {
-        format!("{}/promoted", self.dataset)
+    pub(super) fn generations_root(&self) -> String {
+        format!("{}/generations", self.dataset)
     }
-    pub(super) fn promoted(&self, gen: Generation) -> String {
-        format!("{}/{}", self.promoted_root(), gen.dir_name())
+    pub(super) fn generation_ds(&self, gen: Generation) -> String {
+        format!("{}/{}", self.generations_root(), gen.dir_name())
     }
-    pub(super) fn promoted_dir(&self, gen: Generation) -> PathBuf {
-        self.mount_root.join("promoted").join(gen.dir_name())
+    pub(super) fn generation_ds_dir(&self, gen: Generation) -> PathBuf {
+        self.mount_root.join("generations").join(gen.dir_name())
     }
 
     /// Every branch dataset, everything held aside, and their snapshots: one `zfs list`.
@@ -240,9 +240,9 @@ impl ZfsStorage {
     }
 
     /// A workspace for generation `gen` that is the branch's datadir now: a clone of a
-    /// snapshot of it, under `promoted/` (the server was stopped cleanly by the caller).
+    /// snapshot of it, under `generations/` (the server was stopped cleanly by the caller).
     pub(super) fn promote_workspace(&self, gen: Generation, name: &BranchName) -> Result<PathBuf> {
-        let ws = self.promoted(gen);
+        let ws = self.generation_ds(gen);
         if self.exists(&ws)? {
             self.destroy(&ws)?;
         }
@@ -259,12 +259,12 @@ impl ZfsStorage {
             let _ = zfs(&["destroy", &snap]);
             return Err(e.context(format!("cloning {snap} for baseline {gen}")));
         }
-        Ok(self.promoted_dir(gen))
+        Ok(self.generation_ds_dir(gen))
     }
 
-    /// The snapshot generation `gen` is: a promoted one's, or the baseline workspace's.
+    /// The snapshot generation `gen` is: one in a dataset of its own (promoted or received), or the baseline workspace's.
     pub(super) fn generation_snapshot(&self, gen: Generation) -> Result<String> {
-        let promoted = self.promoted(gen);
+        let promoted = self.generation_ds(gen);
         Ok(if self.exists(&promoted)? {
             format!("{promoted}@{}", gen.dir_name())
         } else {

@@ -399,7 +399,11 @@ mod tests {
         // A promoted generation is cloned from the branch's snapshot: kept while it is.
         let listing = vec![
             ds("branches/a"),
-            snap("branches/a@promote:gen-000002", 1, &["promoted/gen-000002"]),
+            snap(
+                "branches/a@promote:gen-000002",
+                1,
+                &["generations/gen-000002"],
+            ),
         ];
         assert_eq!(
             targets(&plan_prune(NAMES, &listing, Some("a"))),

@@ -4,8 +4,9 @@
 //!
 //! Layout under the configured dataset (mounted under `root/zfs`):
 //! `DATASET/baseline` holds one snapshot per generation (`@gen-NNNNNN`) and is the workspace
-//! a new generation is built in; `DATASET/promoted/gen-NNNNNN` is a generation promoted from
-//! a branch (a clone of the branch's snapshot, with its own `@gen-NNNNNN`);
+//! a new generation is built in; `DATASET/generations/gen-NNNNNN` is a generation in a
+//! dataset of its own — promoted from a branch (a clone of the branch's snapshot) or
+//! received from another host — with its own `@gen-NNNNNN`;
 //! `DATASET/branches/NAME` is a clone of a generation with its own `@init`; checkpoints are
 //! `@cp-TAG` snapshots; `DATASET/held` keeps, unmounted, earlier datadirs whose snapshots
 //! are still needed (lineage.rs says why and when they go). Datasets use recordsize=16K
@@ -13,6 +14,7 @@
 
 mod history;
 pub mod lineage;
+mod transfer;
 
 use super::StorageError;
 use super::{PoolInfo, Storage};
@@ -234,8 +236,8 @@ impl ZfsStorage {
                 &self.held_root(),
             ])?;
         }
-        if !self.exists(&self.promoted_root())? {
-            zfs(&["create", &self.promoted_root()])?;
+        if !self.exists(&self.generations_root())? {
+            zfs(&["create", &self.generations_root()])?;
         }
         // After a reboot without automatic mounting: one listing, and a mount of each
         // dataset that should be mounted and is not (parents come first in the listing).
@@ -298,7 +300,7 @@ impl Storage for ZfsStorage {
             "name",
             "-r",
             &self.baseline(),
-            &self.promoted_root(),
+            &self.generations_root(),
         ])?);
         gens.dedup();
         Ok(gens)
@@ -318,7 +320,7 @@ impl Storage for ZfsStorage {
     }
 
     fn generation_dir(&self, gen: Generation) -> PathBuf {
-        let promoted = self.promoted_dir(gen);
+        let promoted = self.generation_ds_dir(gen);
         if promoted.is_dir() {
             return promoted.join(".zfs/snapshot").join(gen.dir_name());
         }
@@ -326,7 +328,7 @@ impl Storage for ZfsStorage {
     }
 
     fn seal_baseline(&self, gen: Generation) -> Result<()> {
-        let promoted = self.promoted(gen);
+        let promoted = self.generation_ds(gen);
         let dataset = if self.exists(&promoted)? {
             promoted
         } else {
@@ -338,7 +340,7 @@ impl Storage for ZfsStorage {
     }
 
     fn abandon_baseline(&self, gen: Generation) -> Result<()> {
-        let promoted = self.promoted(gen);
+        let promoted = self.generation_ds(gen);
         if self.exists(&promoted)? {
             // A promotion that did not finish: its clone, then the snapshot it came from.
             self.destroy(&promoted)?;
@@ -376,9 +378,9 @@ impl Storage for ZfsStorage {
             "filesystem",
             "-d",
             "1",
-            &self.promoted_root(),
+            &self.generations_root(),
         ])?;
-        let prefix = format!("{}/", self.promoted_root());
+        let prefix = format!("{}/", self.generations_root());
         for gen in parse_names(&promoted)
             .iter()
             .filter_map(|n| Generation::from_dir_name(n.strip_prefix(&prefix)?))
@@ -410,7 +412,7 @@ impl Storage for ZfsStorage {
             ))
             .into());
         }
-        let promoted = self.promoted(gen);
+        let promoted = self.generation_ds(gen);
         if self.exists(&promoted)? {
             self.destroy(&promoted)?;
             // The branch's snapshot it was promoted from goes too, when unused.

@@ -6,6 +6,8 @@
 //! hidden name: MySQL cannot start a datadir below a directory whose name starts with `.`),
 //! `branches/NAME` (writable datadir), `branches/NAME@init` (read-only, clean).
 
+mod transfer;
+
 use super::StorageError;
 use super::{PoolInfo, Storage};
 use crate::branch::{BranchName, CheckpointTag, Generation};
@@ -337,7 +339,10 @@ impl Storage for BtrfsStorage {
                 .to_str()
                 .and_then(Generation::from_dir_name)
             {
-                gens.push(gen);
+                // A writable one is a receive under way or interrupted (transfer.rs).
+                if libbtrfsutil::subvolume_read_only(entry.path()).unwrap_or(true) {
+                    gens.push(gen);
+                }
             }
         }
         gens.sort();
