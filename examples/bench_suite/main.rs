@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod fleet;
 mod three_ways;
 
 struct Opts {
@@ -27,6 +28,8 @@ struct Opts {
     tables: Vec<usize>,
     out: PathBuf,
     smoke: bool,
+    /// Only the fleet section, spliced into the existing document.
+    only_fleet: bool,
 }
 
 fn opts() -> Opts {
@@ -42,6 +45,7 @@ fn opts() -> Opts {
         tables: vec![1000, 10000, 100000],
         out: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/docs")),
         smoke: false,
+        only_fleet: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -80,6 +84,11 @@ fn opts() -> Opts {
                 o.size_mb = 1;
                 o.servers = vec!["mariadb-10.11".into()];
                 o.tables = vec![20];
+            }
+            "--only" => {
+                assert_eq!(val(), "fleet", "--only fleet");
+                o.only_fleet = true;
+                i += 1;
             }
             "--bench" => {}
             other => panic!("unknown argument {other}"),
@@ -251,6 +260,7 @@ struct Measured {
     tables: Vec<(usize, f64, f64, f64, u64)>,
     pools: Pools,
     history: History,
+    fleet: fleet::Fleet,
 }
 
 /// Branches from branches, checkpoints and promotion, on the same data as create/reset.
@@ -705,7 +715,10 @@ fn measure(o: &Opts, server: &TestServer) -> Measured {
     // 6. Pools.
     let pools = pools(o);
 
-    // 7. Start-up with many tables.
+    // 7. Baselines between hosts.
+    let fleet = fleet::measure(scale as u32);
+
+    // 8. Start-up with many tables.
     let tables = o
         .tables
         .iter()
@@ -745,6 +758,7 @@ fn measure(o: &Opts, server: &TestServer) -> Measured {
         tables,
         pools,
         history,
+        fleet,
     }
 }
 
@@ -792,6 +806,27 @@ fn many_tables(server: &TestServer, n: usize, runs: usize) -> (usize, f64, f64, 
 
 fn main() {
     let o = opts();
+    if o.only_fleet {
+        let mut rows = Vec::new();
+        for name in &o.servers {
+            // SAFETY: set before any thread of this program starts.
+            unsafe { std::env::set_var("DB_BRANCH_TEST_SERVER", name) };
+            rows.push((
+                name.clone(),
+                fleet::measure((o.size_mb / 180).max(1) as u32),
+            ));
+        }
+        let path = o.out.join("benchmarks.md");
+        let doc = std::fs::read_to_string(&path).unwrap_or_default();
+        let when = now_utc();
+        std::fs::write(
+            &path,
+            fleet::splice(&doc, &fleet::section(&rows, Some(&when))),
+        )
+        .unwrap();
+        eprintln!("suite: wrote the fleet section of {}", path.display());
+        return;
+    }
     let mut results = Vec::new();
     for name in &o.servers {
         // SAFETY: set before any thread of this program starts.
@@ -1133,6 +1168,12 @@ fn document(o: &Opts, results: &[Measured]) -> String {
         }
     }
 
+    let rows: Vec<(String, &fleet::Fleet)> = results
+        .iter()
+        .map(|r| (r.server.name.clone(), &r.fleet))
+        .collect();
+    d.push('\n');
+    d.push_str(&fleet::section(&rows, None));
     let _ = writeln!(
         d,
         "\n## Scaling\n\n![time and memory for N branches](benchmarks-scaling.svg)\n"

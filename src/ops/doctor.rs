@@ -239,6 +239,9 @@ pub enum FindingKind {
     StaleReservation,
     #[serde(rename = "unfinished baseline")]
     UnfinishedBaseline,
+    /// A `baseline receive` that did not finish (an interrupted push or pull).
+    #[serde(rename = "partial receive")]
+    PartialReceive,
 }
 
 /// What `--repair` did about a finding.
@@ -391,6 +394,23 @@ pub fn orphans(host: &Host, repair: bool) -> Result<Vec<Finding>> {
             Err(e) => repair.then_some(Err(e)),
         };
         note(FindingKind::UnfinishedBaseline, gen.to_string(), outcome);
+    }
+    let partial = host.storage.partial_receives()?;
+    if !partial.is_empty() {
+        // A receive in progress holds the baseline lock too.
+        let busy = locks::try_lock(&host.layout.baseline_lock(), "baseline");
+        let outcome = match busy {
+            Ok(_held) if repair => Some(host.storage.abort_received()),
+            Ok(_) => None,
+            Err(e) => repair.then_some(Err(e)),
+        };
+        for what in partial {
+            let o = outcome.as_ref().map(|r| match r {
+                Ok(()) => Ok(()),
+                Err(e) => Err(anyhow::anyhow!("{e:#}")),
+            });
+            note(FindingKind::PartialReceive, what, o);
+        }
     }
     // Locks cannot go stale: they are flock(2) locks, which the kernel releases when their
     // process dies. Their small files stay for the next command on the same name.

@@ -240,6 +240,8 @@ pub trait Transfer {
     /// Removes whatever a receive left (this one's or an interrupted earlier one's).
     /// Idempotent.
     fn abort_received(&self) -> Result<()>;
+    /// What receives that did not finish left (paths or datasets), for `doctor`.
+    fn partial_receives(&self) -> Result<Vec<String>>;
 }
 
 /// What this backend cannot do yet, as a usage error naming the backend that can.

@@ -121,6 +121,10 @@ impl super::Transfer for SimStorage {
         self.check("abort_received")?.receiving = None;
         Ok(())
     }
+    fn partial_receives(&self) -> Result<Vec<String>> {
+        let st = self.check("partial_receives")?;
+        Ok(st.receiving.iter().map(|(g, _)| g.to_string()).collect())
+    }
 }
 
 impl Storage for SimStorage {

@@ -3,6 +3,7 @@
 //! (or ZFS dataset), port range and baseline in a `TestEnv`, which runs the real binary and
 //! removes all of it when it ends, passing or failing.
 
+pub mod fleet;
 pub mod veth;
 
 use std::path::{Path, PathBuf};

@@ -4,165 +4,41 @@
 //! baselines to them with `baseline push/pull`, and drives them with `--host`. Nothing
 //! listens anywhere but on those addresses and loopback; all of it goes when a test ends.
 
-use db_branch::testkit::veth::Veth;
+use db_branch::testkit::fleet::{FarHost, Keys};
 use db_branch::testkit::{seed_sql, server, TestEnv};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// The client's key and ssh options, shared by a test's hosts.
-struct Keys {
-    dir: tempfile::TempDir,
-}
-
-impl Keys {
-    fn new() -> Keys {
-        let dir = tempfile::tempdir().unwrap();
-        keygen(&dir.path().join("id"));
-        Keys { dir }
-    }
-    fn id(&self) -> PathBuf {
-        self.dir.path().join("id")
-    }
-    /// The `[fleet]` table of the host that pushes, pulls and sends `--host`.
-    fn fleet_table(&self) -> String {
-        format!(
-            "[fleet]\nremote_command = \"{}\"\nssh_options = [\"-i\", \"{}\", \"-o\", \"StrictHostKeyChecking=no\", \
-             \"-o\", \"UserKnownHostsFile=/dev/null\", \"-o\", \"BatchMode=yes\", \"-o\", \"LogLevel=ERROR\"]\n",
-            db_branch::testkit::bin(),
-            self.id().display()
-        )
-    }
-}
-
-fn keygen(path: &Path) {
-    let out = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(path)
-        .output()
-        .unwrap();
+/// CHECKSUM TABLE of the seed's tables on a branch here, through the namespace.
+fn far_sums(far: &FarHost, near: &TestEnv, branch: &str) -> String {
+    let out = far.via(near, &["--json", "env", branch]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// Another machine: its namespace, its db-branch root, and its sshd.
-struct FarHost {
-    env: TestEnv,
-    sshd: Child,
-    _dir: tempfile::TempDir,
-    // Last: the namespace goes after its sshd.
-    veth: Veth,
-}
-
-impl FarHost {
-    /// With `reachable`, its branches listen on its own address (not its loopback) and it
-    /// advertises that address.
-    fn new(keys: &Keys, reachable: bool) -> FarHost {
-        let veth = Veth::new();
-        let top = if reachable {
-            format!(
-                "bind_address = \"{a}\"\nadvertise_address = \"{a}\"",
-                a = veth.peer_addr
-            )
-        } else {
-            String::new()
-        };
-        let env = TestEnv::new(&top, "");
-        env.run_ok(&["init"]);
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        keygen(&d.join("hostkey"));
-        std::fs::copy(keys.id().with_extension("pub"), d.join("authorized_keys")).unwrap();
-        std::fs::create_dir_all("/run/sshd").unwrap();
-        let config = d.join("sshd_config");
-        std::fs::write(
-            &config,
-            format!(
-                "ListenAddress {addr}:22\nHostKey {d}/hostkey\nAuthorizedKeysFile {d}/authorized_keys\n\
-                 PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
-                 KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile {d}/sshd.pid\n\
-                 SetEnv DB_BRANCH_CONFIG={config}\n",
-                addr = veth.peer_addr,
-                d = d.display(),
-                config = env.config.display(),
-            ),
-        )
-        .unwrap();
-        let sshd = veth
-            .command(Path::new("/usr/sbin/sshd"))
-            .args(["-D", "-e", "-f"])
-            .arg(&config)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let addr: std::net::SocketAddr = format!("{}:22", veth.peer_addr).parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            assert!(Instant::now() < deadline, "sshd did not listen on {addr}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        FarHost {
-            env,
-            sshd,
-            _dir: dir,
-            veth,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("ssh://root@{}", self.veth.peer_addr)
-    }
-
-    /// `db-branch --host URL ARGS` from the near host.
-    fn via(&self, near: &TestEnv, args: &[&str]) -> std::process::Output {
-        let url = self.url();
-        let mut all = vec!["--host", url.as_str()];
-        all.extend_from_slice(args);
-        near.run(&all)
-    }
-
-    /// CHECKSUM TABLE of the seed's tables on a branch here, through the namespace.
-    fn sums(&self, near: &TestEnv, branch: &str) -> String {
-        let out = self.via(near, &["--json", "env", branch]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let vars: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let var = |k: &str| vars[k].as_str().unwrap().to_string();
-        let s = server();
-        let args = vec![
-            "--no-defaults".to_string(),
-            "-h127.0.0.1".to_string(),
-            format!("-P{}", var("MYSQL_PORT")),
-            format!("-u{}", var("MYSQL_USER")),
-            format!("-p{}", var("MYSQL_PWD")),
-            "-N".into(),
-            "-B".into(),
-            "-e".into(),
-            "CHECKSUM TABLE shop.customers, shop.orders".into(),
-        ];
-        let out = self.veth.run(&s.client, &args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    }
-}
-
-impl Drop for FarHost {
-    fn drop(&mut self) {
-        let _ = self.sshd.kill();
-        let _ = self.sshd.wait();
-    }
+    let vars: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let var = |k: &str| vars[k].as_str().unwrap().to_string();
+    let s = server();
+    let args = vec![
+        "--no-defaults".to_string(),
+        "-h127.0.0.1".to_string(),
+        format!("-P{}", var("MYSQL_PORT")),
+        format!("-u{}", var("MYSQL_USER")),
+        format!("-p{}", var("MYSQL_PWD")),
+        "-N".into(),
+        "-B".into(),
+        "-e".into(),
+        "CHECKSUM TABLE shop.customers, shop.orders".into(),
+    ];
+    let out = far.veth.run(&s.client, &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 fn near_host(keys: &Keys) -> TestEnv {
@@ -237,10 +113,41 @@ fn full_and_incremental_pushes_to_two_hosts_and_pulls_from_a_stream_directory() 
             .via(&near, &["create", "b", "--baseline", "2"])
             .status
             .success());
-        assert_eq!(h.sums(&near, "b"), want2, "the same data on {}", h.url());
+        assert_eq!(
+            far_sums(h, &near, "b"),
+            want2,
+            "the same data on {}",
+            h.url()
+        );
     }
     // The same again is a no-op.
     assert_eq!(pushed(&near, &far[0].url(), None)["already_there"], true);
+    // The peer, side by side on the same data: a bare `btrfs send | ssh … btrfs receive`.
+    let peer_dir = far[1].env.root.join("peer");
+    std::fs::create_dir_all(&peer_dir).unwrap();
+    let started = Instant::now();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "btrfs send -q {} | ssh -i {} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+             -o BatchMode=yes -o LogLevel=ERROR root@{} btrfs receive -q {}",
+            near.pool().join("baselines/gen-000002").display(),
+            keys.id().display(),
+            far[1].veth.peer_addr,
+            far[1].env.pool().display(),
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let peer_seconds = started.elapsed().as_secs_f64();
+    let _ = Command::new("btrfs")
+        .args(["subvolume", "delete"])
+        .arg(far[1].env.pool().join("gen-000002"))
+        .output();
 
     // ~1% of the rows changed: an increment on generation 2, a small part of the bytes.
     near.run_ok(&["delete", "--yes", "grow"]);
@@ -265,7 +172,8 @@ fn full_and_incremental_pushes_to_two_hosts_and_pulls_from_a_stream_directory() 
         "an increment of 1% of the rows sent {inc_bytes} of {full_bytes} bytes"
     );
     eprintln!(
-        "fleet: full push {full_bytes} bytes in {:.2} s, incremental {inc_bytes} bytes in {:.2} s",
+        "fleet: full push {full_bytes} bytes in {:.2} s (bare btrfs send | ssh | btrfs receive \
+         of the same generation {peer_seconds:.2} s), incremental {inc_bytes} bytes in {:.2} s",
         full[0]["seconds"].as_f64().unwrap(),
         inc["seconds"].as_f64().unwrap()
     );
@@ -273,7 +181,7 @@ fn full_and_incremental_pushes_to_two_hosts_and_pulls_from_a_stream_directory() 
         .via(&near, &["create", "c", "--baseline", "3"])
         .status
         .success());
-    assert_eq!(far[0].sums(&near, "c"), want3);
+    assert_eq!(far_sums(&far[0], &near, "c"), want3);
 
     // A stream directory: push 2 and 3 there, pull them on a host with nothing.
     let streams = tempfile::tempdir().unwrap();

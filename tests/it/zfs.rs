@@ -253,3 +253,107 @@ fn zfs_history_keeps_what_others_need_and_leaves_nothing() {
     assert_eq!(under(&dataset, "held"), Vec::<String>::new());
     assert_eq!(under(&dataset, "generations"), Vec::<String>::new());
 }
+
+/// `db-branch ARGS` against `env` with `input` on stdin; its output.
+fn with_stdin(env: &TestEnv, args: &[&str], input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = env
+        .command(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(input);
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+#[ignore = "needs root and OpenZFS: run inside tests/harness/zfs-guest by scripts/test"]
+fn zfs_streams_between_two_pools_in_full_and_as_increments() {
+    let a = TestEnv::with_baseline();
+    // The receiving host's dataset is on the guest's second pool.
+    let b = TestEnv::new("", "");
+    let text = std::fs::read_to_string(&b.config).unwrap();
+    let second = std::env::var("DB_BRANCH_TEST_ZPOOL2").unwrap_or_else(|_| "dbbpool2".into());
+    std::fs::write(
+        &b.config,
+        text.replacen("dataset = \"dbbpool/", &format!("dataset = \"{second}/"), 1),
+    )
+    .unwrap();
+    b.run_ok(&["init"]);
+    assert!(b.dataset().unwrap().starts_with(&second));
+
+    // In full through a stream directory.
+    let streams = tempfile::tempdir().unwrap();
+    let dir = format!("file:{}", streams.path().display());
+    let full = a.json(&["baseline", "push", &dir]);
+    assert_eq!(full[0]["parent"], serde_json::Value::Null, "{full}");
+    let got = b.json(&["baseline", "pull", &dir]);
+    assert_eq!(got[0]["generation"], 1, "{got}");
+    let ids = |e: &TestEnv| {
+        e.json(&["baseline", "list"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["identity"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&a), ids(&b), "the same snapshot (guid) on both pools");
+
+    // A second generation with some rows changed, as an increment straight from `send` to
+    // `receive` (what push and pull run on each side of ssh).
+    let p = port(&a.json(&["create", "w"]));
+    sql(
+        p,
+        "UPDATE shop.orders SET total = total + 1 WHERE id % 100 = 0",
+    );
+    a.run_ok(&["baseline", "create", "--from-branch", "w"]);
+    let want = checksum(port(&a.json(&["create", "ref", "--baseline", "2"])));
+    let stream = a
+        .command(&["baseline", "send", "2", "--parent", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        stream.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stream.stderr)
+    );
+    let full_bytes = full[0]["bytes"].as_u64().unwrap();
+    assert!(
+        (stream.stdout.len() as u64) * 4 < full_bytes,
+        "increment {} bytes, full {full_bytes}",
+        stream.stdout.len()
+    );
+    // Cut short, it leaves nothing there; whole, it is generation 2.
+    let cut = with_stdin(
+        &b,
+        &["baseline", "receive"],
+        &stream.stdout[..stream.stdout.len() / 2],
+    );
+    assert!(!cut.status.success());
+    let incoming = zfs(&[
+        "list",
+        "-H",
+        "-o",
+        "name",
+        "-r",
+        &format!("{}/incoming", b.dataset().unwrap()),
+    ]);
+    assert_eq!(incoming.lines().count(), 1, "only the parent: {incoming}");
+    assert_eq!(b.json(&["baseline", "list"]).as_array().unwrap().len(), 1);
+    let whole = with_stdin(&b, &["--json", "baseline", "receive"], &stream.stdout);
+    assert!(
+        whole.status.success(),
+        "{}",
+        String::from_utf8_lossy(&whole.stderr)
+    );
+    assert_eq!(ids(&a), ids(&b));
+    let there = port(&b.json(&["create", "x", "--baseline", "2"]));
+    assert_eq!(checksum(there), want, "the same data on the other pool");
+    // And the next push through the directory is an increment on what both hold.
+    let inc = a.json(&["baseline", "push", &dir]);
+    assert_eq!(inc[0]["parent"], 1, "{inc}");
+}

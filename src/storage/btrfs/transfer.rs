@@ -20,7 +20,7 @@ use std::process::Command;
 impl BtrfsStorage {
     /// `gen-N` subvolumes of `baselines/` that are still writable: receives under way or
     /// interrupted.
-    pub(super) fn partial_receives(&self) -> Result<Vec<PathBuf>> {
+    fn partial_subvolumes(&self) -> Result<Vec<PathBuf>> {
         let dir = self.baselines_dir();
         let mut out = Vec::new();
         for entry in fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
@@ -112,9 +112,17 @@ impl Transfer for BtrfsStorage {
     }
 
     fn abort_received(&self) -> Result<()> {
-        for partial in self.partial_receives()? {
+        for partial in self.partial_subvolumes()? {
             self.delete_subvolume_if_present(&partial)?;
         }
         Ok(())
+    }
+
+    fn partial_receives(&self) -> Result<Vec<String>> {
+        Ok(self
+            .partial_subvolumes()?
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect())
     }
 }

@@ -110,10 +110,17 @@ impl Transfer for ZfsStorage {
     }
 
     fn abort_received(&self) -> Result<()> {
-        if !self.exists(&self.incoming_root())? {
-            return Ok(());
+        for ds in self.partial_receives()? {
+            self.destroy(&ds)?;
         }
+        Ok(())
+    }
+
+    fn partial_receives(&self) -> Result<Vec<String>> {
         let root = self.incoming_root();
+        if !self.exists(&root)? {
+            return Ok(Vec::new());
+        }
         let out = zfs(&[
             "list",
             "-H",
@@ -125,9 +132,9 @@ impl Transfer for ZfsStorage {
             "filesystem",
             &root,
         ])?;
-        for ds in super::parse_names(&out).iter().filter(|d| **d != root) {
-            self.destroy(ds)?;
-        }
-        Ok(())
+        Ok(super::parse_names(&out)
+            .into_iter()
+            .filter(|d| *d != root)
+            .collect())
     }
 }
