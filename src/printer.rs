@@ -178,6 +178,25 @@ impl PhaseProgress {
         *self.bar.lock().unwrap() = Some(bar);
     }
 
+    /// A new phase that moves bytes (a transfer): on a terminal a bar with bytes and rate
+    /// (a spinner with bytes and rate when `total_bytes` is 0, unknown); elsewhere as
+    /// `phase`.
+    pub fn phase_bytes(&self, name: &str, total_bytes: u64) {
+        self.phase(name, total_bytes);
+        if let Some(b) = self.bar.lock().unwrap().as_ref() {
+            let template = if total_bytes > 0 {
+                "{prefix:>40} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {msg}"
+            } else {
+                "{prefix:>40} {spinner} {bytes} {bytes_per_sec} {msg}"
+            };
+            b.set_style(
+                ProgressStyle::with_template(template)
+                    .expect("static template")
+                    .progress_chars("=> "),
+            );
+        }
+    }
+
     /// `bytes` more of the current phase done (0 for a unit of work without a size).
     pub fn advance(&self, bytes: u64, what: &str) {
         let done = self.done.fetch_add(bytes, Ordering::SeqCst) + bytes;

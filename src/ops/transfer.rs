@@ -186,7 +186,7 @@ pub fn push(host: &Host, remote: &dyn Remote, gen: Option<Generation>) -> Result
     let parent = common_parent(host, gen, &far)?;
     let header = header(host, gen, parent)?;
     let progress = host.printer.progress().labelled("push");
-    progress.phase(
+    progress.phase_bytes(
         &match parent {
             Some(p) => format!("{gen} to {peer} (increment on {p})"),
             None => format!("{gen} to {peer} (in full)"),
@@ -427,7 +427,7 @@ pub fn pull(host: &Host, remote: &dyn Remote, gen: Option<Generation>) -> Result
     let mut out = Vec::new();
     for (g, parent) in plan {
         let progress = host.printer.progress().labelled("pull");
-        progress.phase(
+        progress.phase_bytes(
             &match parent {
                 Some(p) => format!("{g} from {peer} (increment on {p})"),
                 None => format!("{g} from {peer} (in full)"),
