@@ -8,7 +8,6 @@ use db_branch::testkit::fleet::{FarHost, Keys};
 use db_branch::testkit::{port, sql, TestEnv};
 use serde_json::Value;
 use std::fmt::Write as _;
-use std::process::Command;
 use std::time::Instant;
 
 pub struct Fleet {
@@ -36,31 +35,7 @@ pub fn measure(scale: u32) -> Fleet {
     let far = FarHost::new(&keys, false);
 
     let (full_bytes, full_s) = one(&near.json(&["baseline", "push", &far.url()]));
-    let peer = far.env.root.join("peer");
-    std::fs::create_dir_all(&peer).unwrap();
-    let started = Instant::now();
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "btrfs send -q {} | ssh -i {} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
-             -o BatchMode=yes -o LogLevel=ERROR root@{} btrfs receive -q {}",
-            near.pool().join("baselines/gen-000001").display(),
-            keys.id().display(),
-            far.veth.peer_addr,
-            peer.display()
-        ))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let bare_s = started.elapsed().as_secs_f64();
-    let _ = Command::new("btrfs")
-        .args(["subvolume", "delete"])
-        .arg(peer.join("gen-000001"))
-        .output();
+    let bare_s = far.bare_btrfs_push(&keys, &near.pool().join("baselines/gen-000001"));
 
     let p = port(&near.json(&["create", "touch"]));
     sql(

@@ -129,6 +129,10 @@ pub fn start(host: &Host, record: &BranchRecord) -> Result<()> {
             _ => {}
         }
     }
+    // Cheap when right (one stat); a branch of a generation received from a host where
+    // the server's user has another uid is given to this host's user.
+    host.server
+        .adopt_datadir(&host.storage.branch_datadir(&record.name))?;
     host.services
         .start(&launch_for(host, record))
         .with_context(|| format!("starting the server of branch {}", record.name))

@@ -88,6 +88,10 @@ pub trait Server: Send + Sync {
     fn flavour(&self) -> Result<Flavour>;
     /// Creates a branch's runtime directory and its `tmp`, writable by the server's OS user.
     fn prepare_runtime_dir(&self, dir: &Path) -> Result<()>;
+    /// Gives a branch's datadir to the server's OS user when another uid owns it (a
+    /// generation received from a host where that user has another uid: a send stream
+    /// carries numeric owners). One `stat` when it is already right. True when it changed.
+    fn adopt_datadir(&self, datadir: &Path) -> Result<bool>;
     /// Waits until the server behind `socket` answers (a query, or an authentication
     /// refusal: either way it is serving). `alive` says whether the process still runs, so a
     /// server that dies during start-up fails fast instead of at the timeout.

@@ -77,6 +77,26 @@ impl Server for RealServer {
         Ok(())
     }
 
+    fn adopt_datadir(&self, datadir: &Path) -> Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let (uid, _) = user_ids(&self.binary.user)?;
+        let meta =
+            fs::metadata(datadir).with_context(|| format!("reading {}", datadir.display()))?;
+        if meta.uid() == uid.as_raw() {
+            return Ok(false);
+        }
+        self.binary.give_to_server_user(datadir).with_context(|| {
+            format!(
+                "giving {} (owned by uid {}, made where {} has another uid) to {}",
+                datadir.display(),
+                meta.uid(),
+                self.binary.user,
+                self.binary.user
+            )
+        })?;
+        Ok(true)
+    }
+
     fn wait_ready(
         &self,
         socket: &Path,

@@ -58,6 +58,9 @@ impl Server for SimServer {
         std::fs::create_dir_all(dir)?;
         Ok(())
     }
+    fn adopt_datadir(&self, _datadir: &Path) -> Result<bool> {
+        Ok(false)
+    }
     fn wait_ready(
         &self,
         _socket: &Path,

@@ -130,6 +130,43 @@ impl FarHost {
     }
 }
 
+impl FarHost {
+    /// The peer of `baseline push`, side by side on the same data: a bare `btrfs send |
+    /// ssh | btrfs receive` of `subvolume` into this host's pool (outside db-branch's own
+    /// directories), removed again. Its seconds.
+    pub fn bare_btrfs_push(&self, keys: &Keys, subvolume: &Path) -> f64 {
+        let peer = self.env.pool().join("peer");
+        std::fs::create_dir_all(&peer).unwrap();
+        let started = Instant::now();
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "btrfs send -q {} | ssh -i {} -o StrictHostKeyChecking=no \
+                 -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR root@{} \
+                 btrfs receive -q {}",
+                subvolume.display(),
+                keys.id().display(),
+                self.veth.peer_addr,
+                peer.display()
+            ))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seconds = started.elapsed().as_secs_f64();
+        if let Some(name) = subvolume.file_name() {
+            let _ = Command::new("btrfs")
+                .args(["subvolume", "delete"])
+                .arg(peer.join(name))
+                .output();
+        }
+        seconds
+    }
+}
+
 impl Drop for FarHost {
     fn drop(&mut self) {
         let _ = self.sshd.kill();
