@@ -664,7 +664,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__baseline__subcmd__push)
-            opts="-y -q -h --config --json --yes --quiet --host --help"
+            opts="-y -q -h --as-files --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -686,7 +686,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__baseline__subcmd__receive)
-            opts="-y -q -h --config --json --yes --quiet --host --help"
+            opts="-y -q -h --probe --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -708,7 +708,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__baseline__subcmd__send)
-            opts="-y -q -h --parent --config --json --yes --quiet --host --help"
+            opts="-y -q -h --parent --as-files --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -101,6 +101,7 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from prune" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from push" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from push" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from push" -l as-files -d 'Send a file-level copy of its datadir (compressed) instead of a send stream: for a stream directory that hosts of the other backend pull from (a push to a host of the other backend does this by itself)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from push" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from push" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from push" -s q -l quiet -d 'Print only errors and requested data'
@@ -113,6 +114,7 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from pull" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from receive" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from receive" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from receive" -l probe -d 'Only say which stream format this host\'s pool receives'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from receive" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from receive" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from receive" -s q -l quiet -d 'Print only errors and requested data'
@@ -120,6 +122,7 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -l parent -d 'Send it as an increment on this generation' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -l as-files -d 'Send a file-level copy'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -s q -l quiet -d 'Print only errors and requested data'

@@ -122,7 +122,7 @@ pub enum BaselineCommand {
     /// Take a generation's stream on stdin and keep it once verified (what `push` runs on
     /// the far side)
     #[command(hide = true)]
-    Receive,
+    Receive(BaselineReceiveArgs),
     /// Write a generation's stream to stdout (what `pull` runs on the far side)
     #[command(hide = true)]
     Send(BaselineSendArgs),
@@ -137,6 +137,18 @@ pub struct BaselinePushArgs {
     /// The generation (3 or gen-000003); default: the newest
     #[arg(value_name = "GEN")]
     pub generation: Option<Generation>,
+    /// Send a file-level copy of its datadir (compressed) instead of a send stream: for a
+    /// stream directory that hosts of the other backend pull from (a push to a host of the
+    /// other backend does this by itself)
+    #[arg(long)]
+    pub as_files: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BaselineReceiveArgs {
+    /// Only say which stream format this host's pool receives
+    #[arg(long)]
+    pub probe: bool,
 }
 
 #[derive(Debug, Args)]
@@ -153,8 +165,11 @@ pub struct BaselinePullArgs {
 pub struct BaselineSendArgs {
     pub generation: Generation,
     /// Send it as an increment on this generation
-    #[arg(long)]
+    #[arg(long, conflicts_with = "as_files")]
     pub parent: Option<Generation>,
+    /// Send a file-level copy
+    #[arg(long)]
+    pub as_files: bool,
 }
 
 #[derive(Debug, Args)]

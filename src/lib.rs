@@ -49,7 +49,7 @@ fn command_name(command: &Command) -> String {
         Command::Baseline(BaselineCommand::Prune) => return "baseline prune".into(),
         Command::Baseline(BaselineCommand::Push(_)) => return "baseline push".into(),
         Command::Baseline(BaselineCommand::Pull(_)) => return "baseline pull".into(),
-        Command::Baseline(BaselineCommand::Receive) => return "baseline receive".into(),
+        Command::Baseline(BaselineCommand::Receive(_)) => return "baseline receive".into(),
         Command::Baseline(BaselineCommand::Send(_)) => return "baseline send".into(),
         Command::Pool(p) => {
             let variant = format!("{p:?}");

@@ -69,7 +69,7 @@ pub fn dispatch(host: &Host, command: &Command) -> Result<()> {
         Command::Baseline(BaselineCommand::Prune) => baseline::prune::run(host),
         Command::Baseline(BaselineCommand::Push(a)) => baseline::transfer::push(host, a),
         Command::Baseline(BaselineCommand::Pull(a)) => baseline::transfer::pull(host, a),
-        Command::Baseline(BaselineCommand::Receive) => baseline::transfer::receive(host),
+        Command::Baseline(BaselineCommand::Receive(a)) => baseline::transfer::receive(host, a),
         Command::Baseline(BaselineCommand::Send(a)) => baseline::transfer::send(host, a),
         Command::Create(a) => create::run(host, a),
         Command::Reset(a) => reset::run(host, a),

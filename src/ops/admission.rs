@@ -76,6 +76,12 @@ pub fn commitments(host: &Host, except: Option<&BranchName>) -> Vec<Commitment> 
 /// releases first (a reset kills the old server).
 pub fn assess(host: &Host, record: &BranchRecord, freed: u64) -> Result<Admission> {
     let c = ceiling(host, record);
+    let running = commitments(host, Some(&record.name));
+    // A branch whose server is up counts as running (its ceiling less what it holds); its
+    // reservation, until its create lets go of it, must not count a second time.
+    let mut not_starting: Vec<&str> = running.iter().map(|c| c.branch.as_str()).collect();
+    not_starting.push(record.name.as_str());
+    let starting_bytes = reservations::reserved_except(&host.layout, &not_starting);
     Ok(Admission {
         branch: record.name.to_string(),
         ceiling_bytes: c.total(),
@@ -83,9 +89,9 @@ pub fn assess(host: &Host, record: &BranchRecord, freed: u64) -> Result<Admissio
         allowance_bytes: c.allowance,
         available_bytes: host.memory.available()?.saturating_add(freed),
         cgroup_room_bytes: host.memory.cgroup_room(),
-        running: commitments(host, Some(&record.name)),
+        running,
         owed_fraction: host.config.memory.owed_fraction,
-        starting_bytes: reservations::reserved_by_others(&host.layout, &record.name),
+        starting_bytes,
         headroom_bytes: host.config.memory.headroom.bytes(),
     })
 }

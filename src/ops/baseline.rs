@@ -60,6 +60,7 @@ fn build_in<T>(
             server,
             created: host.clock.now(),
             source,
+            origin_identity: None,
         };
         host.storage
             .write_generation_info(generation, &workspace, &info)?;
@@ -243,6 +244,8 @@ pub struct BaselineRow {
     /// What this generation is known by on every host that holds it (`baseline push/pull`
     /// send increments against a generation both sides hold with the same identity).
     pub identity: Option<String>,
+    /// For a generation received as a file-level copy: its identity where it came from.
+    pub origin_identity: Option<String>,
 }
 
 pub fn list(host: &Host) -> Result<Vec<BaselineRow>> {
@@ -259,6 +262,7 @@ pub fn list(host: &Host) -> Result<Vec<BaselineRow>> {
                 branches: records.iter().filter(|r| r.baseline == g).count(),
                 server: info.as_ref().map(|i| i.server),
                 created: info.as_ref().map(|i| i.created),
+                origin_identity: info.as_ref().and_then(|i| i.origin_identity.clone()),
                 source: info.map(|i| i.source),
                 identity: host.storage.generation_identity(g).ok().flatten(),
             }

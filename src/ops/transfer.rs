@@ -8,8 +8,9 @@ use crate::branch::Generation;
 use crate::error::{usage, Error, Kind};
 use crate::host::Host;
 use crate::printer::PhaseProgress;
+use crate::storage::file_copy::FORMAT as FILES;
 use crate::storage::StorageError;
-use crate::transfer::remote::{FarGeneration, Received, Remote};
+use crate::transfer::remote::{FarGeneration, Received, Remote, Shape};
 use crate::transfer::wire::{StreamHeader, StreamReader, StreamWriter};
 use anyhow::{anyhow, Context, Result};
 use serde::Serialize;
@@ -26,6 +27,8 @@ pub struct Transferred {
     pub peer: String,
     /// The generation it was sent as an increment on (None: in full).
     pub parent: Option<Generation>,
+    /// Sent as a file-level copy (between backends, or `--as-files`), not a send stream.
+    pub files: bool,
     /// The other side held it already: nothing was sent.
     pub already_there: bool,
     /// Bytes of the storage's send stream.
@@ -97,7 +100,11 @@ impl<W: Write> Write for Throttled<W> {
     }
 }
 
-fn header(host: &Host, gen: Generation, parent: Option<Generation>) -> Result<StreamHeader> {
+fn header(host: &Host, gen: Generation, shape: Shape) -> Result<StreamHeader> {
+    let parent = match shape {
+        Shape::Stream(p) => p,
+        Shape::Files => None,
+    };
     Ok(StreamHeader {
         generation: gen,
         identity: host.storage.generation_identity(gen)?,
@@ -106,9 +113,35 @@ fn header(host: &Host, gen: Generation, parent: Option<Generation>) -> Result<St
             Some(p) => host.storage.generation_identity(p)?,
             None => None,
         },
-        format: host.storage.stream_format().to_string(),
+        format: match shape {
+            Shape::Files => FILES.to_string(),
+            Shape::Stream(_) => host.storage.stream_format().to_string(),
+        },
         info: host.storage.generation_info(gen)?,
     })
+}
+
+/// This host holds `gen` as the data `identity` names: itself, or a file-level copy of it.
+fn here_is(host: &Host, gen: Generation, identity: &Option<String>) -> Result<bool> {
+    if identity.is_none() || !host.storage.baselines()?.contains(&gen) {
+        return Ok(false);
+    }
+    if &host.storage.generation_identity(gen)? == identity {
+        return Ok(true);
+    }
+    let origin = host
+        .storage
+        .generation_info(gen)?
+        .and_then(|i| i.origin_identity);
+    Ok(&origin == identity)
+}
+
+/// Writes `gen` in `shape` to `out`.
+fn write_shape(host: &Host, gen: Generation, shape: Shape, out: &mut dyn Write) -> Result<()> {
+    match shape {
+        Shape::Stream(parent) => host.storage.send_generation(gen, parent, out),
+        Shape::Files => host.storage.send_files(gen, out),
+    }
 }
 
 fn require_generation(host: &Host, gen: Option<Generation>) -> Result<Generation> {
@@ -156,8 +189,14 @@ fn rate(bytes: u64, seconds: f64) -> f64 {
     }
 }
 
-/// `baseline push DEST [GEN]` (default: the newest generation).
-pub fn push(host: &Host, remote: &dyn Remote, gen: Option<Generation>) -> Result<Transferred> {
+/// `baseline push DEST [GEN]` (default: the newest generation); `as_files` sends a
+/// file-level copy (which it does anyway to a pool of another backend).
+pub fn push(
+    host: &Host,
+    remote: &dyn Remote,
+    gen: Option<Generation>,
+    as_files: bool,
+) -> Result<Transferred> {
     host.storage.open()?;
     let gen = require_generation(host, gen)?;
     let identity = host.storage.generation_identity(gen)?;
@@ -165,11 +204,19 @@ pub fn push(host: &Host, remote: &dyn Remote, gen: Option<Generation>) -> Result
     let far = remote
         .generations()
         .with_context(|| format!("asking {peer} which baselines it holds"))?;
+    let far_format = remote
+        .format()
+        .with_context(|| format!("asking {peer} what it receives"))?;
+    let files = as_files
+        || far_format
+            .as_deref()
+            .is_some_and(|f| f != host.storage.stream_format());
     let mut done = Transferred {
         generation: gen,
         direction: "push".into(),
         peer: peer.clone(),
         parent: None,
+        files,
         already_there: false,
         bytes: 0,
         seconds: 0.0,
@@ -177,21 +224,34 @@ pub fn push(host: &Host, remote: &dyn Remote, gen: Option<Generation>) -> Result
         sha256: None,
     };
     if let Some(f) = far.iter().find(|f| f.generation == gen) {
-        if f.identity.is_some() && f.identity == identity {
+        if f.is(&identity) {
             done.already_there = true;
             return Ok(done);
         }
         return Err(conflict(&peer, gen));
     }
-    let parent = common_parent(host, gen, &far)?;
-    let header = header(host, gen, parent)?;
+    let shape = if files {
+        Shape::Files
+    } else {
+        Shape::Stream(common_parent(host, gen, &far)?)
+    };
+    let parent = match shape {
+        Shape::Stream(p) => p,
+        Shape::Files => None,
+    };
+    let header = header(host, gen, shape)?;
     let progress = host.printer.progress().labelled("push");
     progress.phase_bytes(
-        &match parent {
-            Some(p) => format!("{gen} to {peer} (increment on {p})"),
-            None => format!("{gen} to {peer} (in full)"),
+        &match shape {
+            Shape::Stream(Some(p)) => format!("{gen} to {peer} (increment on {p})"),
+            Shape::Stream(None) => format!("{gen} to {peer} (in full)"),
+            Shape::Files => format!("{gen} to {peer} (as files)"),
         },
-        host.storage.estimate_send(gen, parent).unwrap_or(0),
+        if files {
+            0
+        } else {
+            host.storage.estimate_send(gen, parent).unwrap_or(0)
+        },
     );
     let started = Instant::now();
     let sink = remote.open_receive(&header)?;
@@ -210,8 +270,7 @@ pub fn push(host: &Host, remote: &dyn Remote, gen: Option<Generation>) -> Result
     .with_context(|| format!("starting the stream to {peer}"))?;
     // On any error the writer is dropped, which ends the far side's receive with a short
     // stream: it keeps nothing.
-    host.storage
-        .send_generation(gen, parent, &mut writer)
+    write_shape(host, gen, shape, &mut writer)
         .with_context(|| format!("pushing {gen} to {peer}"))?;
     let (throttled, sha256, bytes) = writer
         .finish()
@@ -261,17 +320,20 @@ pub fn receive(host: &Host, input: &mut dyn Read) -> Result<Received> {
     // One build or receive at a time.
     let _lock = host.baseline_lock()?;
     let ours = host.storage.stream_format();
-    if header.format != ours {
-        return Err(usage(format!(
-            "this is a {} stream of {gen}; this host's pool is {ours}, which cannot receive it \
-             (a transfer between backends is not built yet: bake the generation there, or \
-             `baseline create --from-datadir` a copy of its datadir)",
-            header.format
-        )));
+    let files = header.format == FILES;
+    if !files && header.format != ours {
+        return Err(Error::new(
+            Kind::Usage,
+            format!(
+                "this is a {} stream of {gen}; this host's pool is {ours}, which cannot receive it",
+                header.format
+            ),
+        )
+        .hint("send it as a file-level copy: `db-branch baseline push DEST --as-files` (a push to a host does that by itself)")
+        .into());
     }
     if host.storage.baselines()?.contains(&gen) {
-        let here = host.storage.generation_identity(gen)?;
-        if here.is_some() && here == header.identity {
+        if here_is(host, gen, &header.identity)? {
             // Read it all anyway, so the sender ends well.
             std::io::copy(&mut reader, &mut std::io::sink())?;
             return Ok(Received {
@@ -282,6 +344,9 @@ pub fn receive(host: &Host, input: &mut dyn Read) -> Result<Received> {
             });
         }
         return Err(conflict("this host", gen));
+    }
+    if files {
+        return receive_files(host, &header, &mut reader);
     }
     if let Some(p) = header.parent {
         let here = host.storage.generation_identity(p)?;
@@ -322,11 +387,54 @@ pub fn receive(host: &Host, input: &mut dyn Read) -> Result<Received> {
     })
 }
 
-/// `baseline send GEN [--parent P]`: the far side of `pull`, to stdout.
+/// A file-level copy: unpacked into a workspace like any new generation, sealed under its
+/// number once the checksum matched, with the sender's identity kept as its origin.
+fn receive_files(
+    host: &Host,
+    header: &StreamHeader,
+    reader: &mut StreamReader<&mut dyn Read>,
+) -> Result<Received> {
+    let gen = header.generation;
+    let result = (|| -> Result<()> {
+        let workspace = host.storage.receive_files(gen, reader)?;
+        std::io::copy(reader, &mut std::io::sink()).context("reading the end of the stream")?;
+        if reader.digest().is_none() {
+            return Err(anyhow!("the stream ended without its checksum"));
+        }
+        let mut info = match host.storage.generation_info_in(&workspace)? {
+            Some(i) => i,
+            None => header
+                .info
+                .clone()
+                .ok_or_else(|| anyhow!("the copy of {gen} does not say which server made it"))?,
+        };
+        info.origin_identity = header.identity.clone();
+        host.storage.write_generation_info(gen, &workspace, &info)?;
+        host.storage.seal_baseline(gen)
+    })();
+    if let Err(e) = result {
+        let e = e.context(format!("receiving baseline {gen} as files"));
+        return Err(match host.storage.abandon_baseline(gen) {
+            Ok(()) => e,
+            Err(undo) => e.context(format!(
+                "and removing the unfinished baseline failed too: {undo:#} (`db-branch doctor --repair` removes it)"
+            )),
+        });
+    }
+    Ok(Received {
+        generation: gen,
+        already_there: false,
+        sha256: reader.digest().map(str::to_string),
+        bytes: reader.payload_bytes(),
+    })
+}
+
+/// `baseline send GEN [--parent P | --as-files]`: the far side of `pull`, to stdout.
 pub fn send(
     host: &Host,
     gen: Generation,
     parent: Option<Generation>,
+    as_files: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
     host.storage.open()?;
@@ -339,55 +447,73 @@ pub fn send(
             )));
         }
     }
-    let header = header(host, gen, parent)?;
+    let shape = if as_files {
+        Shape::Files
+    } else {
+        Shape::Stream(parent)
+    };
+    let header = header(host, gen, shape)?;
     let mut writer = StreamWriter::new(out, &header)?;
-    host.storage.send_generation(gen, parent, &mut writer)?;
+    write_shape(host, gen, shape, &mut writer)?;
     writer.finish()?;
     Ok(())
 }
 
 /// The streams to fetch for `gen`, oldest first: an increment on what this host holds,
-/// else in full, else through a parent fetched first.
+/// else in full, else a file-level copy (a source of another backend), else through a
+/// parent fetched first.
 fn pull_plan(
     host: &Host,
     remote: &dyn Remote,
     far: &[FarGeneration],
     gen: Generation,
     depth: usize,
-) -> Result<Vec<(Generation, Option<Generation>)>> {
+) -> Result<Vec<(Generation, Shape)>> {
     let wanted = far.iter().find(|f| f.generation == gen);
-    let here = host.storage.generation_identity(gen)?;
-    if here.is_some() && wanted.is_some_and(|w| w.identity == here) {
-        return Ok(Vec::new());
+    if let Some(w) = wanted {
+        if here_is(host, gen, &w.identity)? {
+            return Ok(Vec::new());
+        }
     }
     if host.storage.baselines()?.contains(&gen) {
         return Err(conflict("this host", gen));
     }
-    let mut offers = remote.offers(gen)?;
-    offers.sort_by_key(|p| std::cmp::Reverse(*p));
-    for p in offers.iter().flatten() {
+    let mut offers = remote.offers(gen, host.storage.stream_format())?;
+    offers.sort();
+    offers.reverse();
+    let parents: Vec<Generation> = offers
+        .iter()
+        .filter_map(|o| match o {
+            Shape::Stream(Some(p)) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    for p in &parents {
         let theirs = far
             .iter()
             .find(|f| f.generation == *p)
             .and_then(|f| f.identity.clone());
         let ours = host.storage.generation_identity(*p)?;
         if ours.is_some() && ours == theirs {
-            return Ok(vec![(gen, Some(*p))]);
+            return Ok(vec![(gen, Shape::Stream(Some(*p)))]);
         }
     }
-    if offers.contains(&None) {
-        return Ok(vec![(gen, None)]);
+    for shape in [Shape::Stream(None), Shape::Files] {
+        if offers.contains(&shape) {
+            return Ok(vec![(gen, shape)]);
+        }
     }
     if depth < 64 {
-        if let Some(p) = offers.iter().flatten().next() {
+        if let Some(p) = parents.first() {
             let mut chain = pull_plan(host, remote, far, *p, depth + 1)?;
-            chain.push((gen, Some(*p)));
+            chain.push((gen, Shape::Stream(Some(*p))));
             return Ok(chain);
         }
     }
     Err(crate::error::not_found(format!(
-        "{} has no stream of {gen} that this host can apply",
-        remote.describe()
+        "{} has no stream of {gen} that this host can apply (a {} pool)",
+        remote.describe(),
+        host.storage.stream_format()
     )))
 }
 
@@ -417,6 +543,7 @@ pub fn pull(host: &Host, remote: &dyn Remote, gen: Option<Generation>) -> Result
             direction: "pull".into(),
             peer,
             parent: None,
+            files: false,
             already_there: true,
             bytes: 0,
             seconds: 0.0,
@@ -425,18 +552,23 @@ pub fn pull(host: &Host, remote: &dyn Remote, gen: Option<Generation>) -> Result
         }]);
     }
     let mut out = Vec::new();
-    for (g, parent) in plan {
+    for (g, shape) in plan {
+        let parent = match shape {
+            Shape::Stream(p) => p,
+            Shape::Files => None,
+        };
         let progress = host.printer.progress().labelled("pull");
         progress.phase_bytes(
-            &match parent {
-                Some(p) => format!("{g} from {peer} (increment on {p})"),
-                None => format!("{g} from {peer} (in full)"),
+            &match shape {
+                Shape::Stream(Some(p)) => format!("{g} from {peer} (increment on {p})"),
+                Shape::Stream(None) => format!("{g} from {peer} (in full)"),
+                Shape::Files => format!("{g} from {peer} (as files)"),
             },
             0,
         );
         let started = Instant::now();
         let mut incoming = remote
-            .open_send(g, parent)
+            .open_send(g, shape)
             .with_context(|| format!("asking {peer} for {g}"))?;
         let received = {
             let mut counted = Counted {
@@ -456,6 +588,7 @@ pub fn pull(host: &Host, remote: &dyn Remote, gen: Option<Generation>) -> Result
             direction: "pull".into(),
             peer: peer.clone(),
             parent,
+            files: shape == Shape::Files,
             already_there: received.already_there,
             bytes,
             seconds,
@@ -478,14 +611,14 @@ mod tests {
         let a = sim_host();
         let dir = tempfile::tempdir().unwrap();
         let remote = Dir::new(dir.path().to_path_buf());
-        let first = push(&a.host, &remote, None).unwrap();
+        let first = push(&a.host, &remote, None, false).unwrap();
         assert_eq!((first.generation, first.parent), (Generation(1), None));
         assert!(first.bytes > 0 && first.sha256.is_some());
         // The same again: nothing to send.
-        assert!(push(&a.host, &remote, None).unwrap().already_there);
+        assert!(push(&a.host, &remote, None, false).unwrap().already_there);
         a.storage
             .with_state(|s| s.generations.insert(Generation(2)));
-        let second = push(&a.host, &remote, None).unwrap();
+        let second = push(&a.host, &remote, None, false).unwrap();
         assert_eq!(second.parent, Some(Generation(1)), "an increment");
 
         // Another host (no baselines of its own) pulls the newest: the full stream first,
@@ -510,7 +643,7 @@ mod tests {
     fn a_short_or_corrupt_stream_leaves_nothing() {
         let a = sim_host();
         let mut stream = Vec::new();
-        send(&a.host, Generation(1), None, &mut stream).unwrap();
+        send(&a.host, Generation(1), None, false, &mut stream).unwrap();
         let b = sim_host();
         b.storage.with_state(|s| s.generations.clear());
         for cut in [10, stream.len() - 1] {
@@ -534,10 +667,26 @@ mod tests {
     }
 
     #[test]
+    fn a_file_level_copy_keeps_its_number_and_origin() {
+        let a = sim_host();
+        let dir = tempfile::tempdir().unwrap();
+        let remote = Dir::new(dir.path().to_path_buf());
+        let sent = push(&a.host, &remote, None, true).unwrap();
+        assert!(sent.files && sent.parent.is_none());
+        let b = sim_host();
+        b.storage.with_state(|s| s.generations.clear());
+        let got = pull(&b.host, &remote, None).unwrap();
+        assert!(got[0].files, "{got:?}");
+        assert_eq!(b.storage.baselines().unwrap(), [Generation(1)]);
+        // Pulled again: already there, by its origin.
+        assert!(pull(&b.host, &remote, None).unwrap()[0].already_there);
+    }
+
+    #[test]
     fn a_generation_of_another_origin_is_never_replaced() {
         let a = sim_host();
         let mut stream = Vec::new();
-        send(&a.host, Generation(1), None, &mut stream).unwrap();
+        send(&a.host, Generation(1), None, false, &mut stream).unwrap();
         // Same number, other data: the sim's identity is by number, so fake another.
         let mut other = stream.clone();
         let at = other

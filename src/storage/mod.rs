@@ -5,6 +5,7 @@
 //! moment, so `reset` can roll back to a clean state without crash recovery.
 
 pub mod btrfs;
+pub mod file_copy;
 pub mod sim;
 pub mod zfs;
 
@@ -58,6 +59,10 @@ pub struct GenerationInfo {
     pub created: chrono::DateTime<chrono::Utc>,
     /// `empty`, `datadir`, `bake (tablespace)`, …
     pub source: String,
+    /// For a generation received as a file-level copy: the identity it has where it was
+    /// sent from (it has its own here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_identity: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -109,7 +114,16 @@ pub trait Storage: Transfer + Send + Sync {
                 .map(Into::into)
                 .unwrap_or_default(),
             source: "unknown".into(),
+            origin_identity: None,
         }))
+    }
+    /// What a workspace's `GENERATION_INFO` file says (None when it has none).
+    fn generation_info_in(&self, workspace: &Path) -> Result<Option<GenerationInfo>> {
+        match std::fs::read_to_string(workspace.join(GENERATION_INFO)) {
+            Ok(text) => Ok(serde_json::from_str(&text).ok()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
     /// Records in the workspace of generation `gen` which server made it (before sealing).
     fn write_generation_info(
@@ -237,6 +251,11 @@ pub trait Transfer {
     ) -> Result<()>;
     /// Makes a received generation visible.
     fn commit_received(&self, gen: Generation) -> Result<()>;
+    /// A file-level copy of generation `gen` (storage/file_copy.rs) to `out`.
+    fn send_files(&self, gen: Generation, out: &mut dyn std::io::Write) -> Result<()>;
+    /// Unpacks a file-level copy into a new workspace for `gen`; the caller seals it
+    /// (`seal_baseline`) once verified, or abandons it.
+    fn receive_files(&self, gen: Generation, input: &mut dyn std::io::Read) -> Result<PathBuf>;
     /// Removes whatever a receive left (this one's or an interrupted earlier one's).
     /// Idempotent.
     fn abort_received(&self) -> Result<()>;

@@ -48,6 +48,7 @@ impl SimStorage {
                     .unwrap(),
                 created: chrono::DateTime::UNIX_EPOCH,
                 source: "sim".into(),
+                origin_identity: None,
             },
         );
         drop(st);
@@ -120,6 +121,14 @@ impl super::Transfer for SimStorage {
     fn abort_received(&self) -> Result<()> {
         self.check("abort_received")?.receiving = None;
         Ok(())
+    }
+    fn send_files(&self, gen: Generation, out: &mut dyn std::io::Write) -> Result<()> {
+        self.send_generation(gen, None, out)
+    }
+    fn receive_files(&self, gen: Generation, input: &mut dyn std::io::Read) -> Result<PathBuf> {
+        let mut bytes = Vec::new();
+        input.read_to_end(&mut bytes)?;
+        self.begin_baseline(gen)
     }
     fn partial_receives(&self) -> Result<Vec<String>> {
         let st = self.check("partial_receives")?;

@@ -64,9 +64,14 @@ pub fn stale(layout: &Layout) -> Vec<(std::path::PathBuf, i32)> {
 
 /// Bytes reserved by live processes for branches other than `except`.
 pub fn reserved_by_others(layout: &Layout, except: &BranchName) -> u64 {
+    reserved_except(layout, &[except.as_str()])
+}
+
+/// Memory reserved by live processes for branches other than `except`.
+pub fn reserved_except(layout: &Layout, except: &[&str]) -> u64 {
     entries(layout)
         .into_iter()
-        .filter(|(_, name, pid, _)| name != except.as_str() && pid_alive(*pid))
+        .filter(|(_, name, pid, _)| !except.contains(&name.as_str()) && pid_alive(*pid))
         .map(|(_, _, _, bytes)| bytes)
         .sum()
 }

@@ -78,6 +78,21 @@ impl TestEnv {
         extra_top: &str,
         extra_tables: &str,
     ) -> TestEnv {
+        TestEnv::make(service, image_size, extra_top, extra_tables, &backend())
+    }
+
+    /// A fresh root on btrfs whatever the tier's backend (the ZFS guest's btrfs host).
+    pub fn on_btrfs(extra_top: &str, extra_tables: &str) -> TestEnv {
+        TestEnv::make(&service(), "3G", extra_top, extra_tables, "btrfs")
+    }
+
+    fn make(
+        service: &str,
+        image_size: &str,
+        extra_top: &str,
+        extra_tables: &str,
+        backend: &str,
+    ) -> TestEnv {
         let service = service.to_string();
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let tag = &service[..1];
@@ -94,7 +109,7 @@ impl TestEnv {
         } else {
             ""
         };
-        let storage = if backend() == "zfs" {
+        let storage = if backend == "zfs" {
             let pool = std::env::var("DB_BRANCH_TEST_ZPOOL").unwrap_or_else(|_| "dbbpool".into());
             format!(
                 "backend = \"zfs\"\n{extra_top}\n[zfs]\ndataset = \"{pool}/t{}-{n}\"\n",
@@ -233,9 +248,6 @@ impl TestEnv {
 
     /// The ZFS dataset this environment's config names (backend = "zfs").
     pub fn dataset(&self) -> Option<String> {
-        if backend() != "zfs" {
-            return None;
-        }
         std::fs::read_to_string(&self.config)
             .unwrap_or_default()
             .lines()

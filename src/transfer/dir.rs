@@ -4,9 +4,10 @@
 //! never read. Streams are the framed, checksummed ones of wire.rs, so a pull verifies what
 //! it reads.
 
-use super::remote::{FarGeneration, Incoming, Outgoing, Received, Remote};
+use super::remote::{FarGeneration, Incoming, Outgoing, Received, Remote, Shape};
 use super::wire::StreamHeader;
 use crate::branch::Generation;
+use crate::storage::file_copy::FORMAT;
 use crate::storage::GenerationInfo;
 use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -68,6 +69,9 @@ impl Dir {
 
     fn file_name(header: &StreamHeader) -> String {
         match header.parent {
+            _ if header.format == FORMAT => {
+                format!("{}.files.stream", header.generation.dir_name())
+            }
             Some(p) => format!(
                 "{}.from-{}.stream",
                 header.generation.dir_name(),
@@ -166,6 +170,7 @@ impl Remote for Dir {
                 out.push(FarGeneration {
                     generation: s.generation,
                     identity: s.identity,
+                    origin_identity: None,
                 });
             }
         }
@@ -173,27 +178,37 @@ impl Remote for Dir {
         Ok(out)
     }
 
-    fn offers(&self, gen: Generation) -> Result<Vec<Option<Generation>>> {
+    fn format(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
+
+    fn offers(&self, gen: Generation, format: &str) -> Result<Vec<Shape>> {
         Ok(self
             .manifest()?
             .streams
             .iter()
             .filter(|s| s.generation == gen)
-            .map(|s| s.parent)
+            .filter_map(|s| match s.format.as_str() {
+                FORMAT => Some(Shape::Files),
+                f if f == format => Some(Shape::Stream(s.parent)),
+                _ => None,
+            })
             .collect())
     }
 
-    fn open_send(
-        &self,
-        gen: Generation,
-        parent: Option<Generation>,
-    ) -> Result<Box<dyn Incoming + '_>> {
+    fn open_send(&self, gen: Generation, shape: Shape) -> Result<Box<dyn Incoming + '_>> {
         let manifest = self.manifest()?;
         let entry = manifest
             .streams
             .iter()
-            .find(|s| s.generation == gen && s.parent == parent)
-            .ok_or_else(|| anyhow!("{} has no stream of {gen} on {parent:?}", self.describe()))?;
+            .find(|s| {
+                s.generation == gen
+                    && match shape {
+                        Shape::Files => s.format == FORMAT,
+                        Shape::Stream(p) => s.format != FORMAT && s.parent == p,
+                    }
+            })
+            .ok_or_else(|| anyhow!("{} has no stream of {gen} as {shape:?}", self.describe()))?;
         let path = self.path.join(&entry.file);
         let file = fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
         Ok(Box::new(FromFile(BufReader::with_capacity(1 << 20, file))))

@@ -13,6 +13,24 @@ use std::io::{Read, Write};
 pub struct FarGeneration {
     pub generation: Generation,
     pub identity: Option<String>,
+    /// For one received as a file-level copy: its identity where it came from.
+    #[serde(default)]
+    pub origin_identity: Option<String>,
+}
+
+impl FarGeneration {
+    /// It holds the data `identity` names (as itself, or as a copy of it).
+    pub fn is(&self, identity: &Option<String>) -> bool {
+        identity.is_some() && (&self.identity == identity || &self.origin_identity == identity)
+    }
+}
+
+/// How a generation can travel: the storage's own send stream (an increment on a parent,
+/// or in full), or a file-level copy (storage/file_copy.rs: between backends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Shape {
+    Stream(Option<Generation>),
+    Files,
 }
 
 /// What the far side said when it took a stream.
@@ -44,15 +62,14 @@ pub trait Remote {
     fn describe(&self) -> String;
     /// The generations it holds.
     fn generations(&self) -> Result<Vec<FarGeneration>>;
-    /// The parents it can send `gen` as an increment on (None: in full). A host can send
-    /// any it holds; a directory only the streams it has.
-    fn offers(&self, gen: Generation) -> Result<Vec<Option<Generation>>>;
-    /// `gen` as a framed stream (wire.rs), on `parent` when given.
-    fn open_send(
-        &self,
-        gen: Generation,
-        parent: Option<Generation>,
-    ) -> Result<Box<dyn Incoming + '_>>;
+    /// The storage format its pool receives (`btrfs`, `zfs`); None for a directory, which
+    /// keeps any.
+    fn format(&self) -> Result<Option<String>>;
+    /// How it can send `gen` to a pool of `format`: a host, in full or as an increment on
+    /// any generation it holds (same format), or as files; a directory, the streams it has.
+    fn offers(&self, gen: Generation, format: &str) -> Result<Vec<Shape>>;
+    /// `gen` as a framed stream (wire.rs) of that shape.
+    fn open_send(&self, gen: Generation, shape: Shape) -> Result<Box<dyn Incoming + '_>>;
     /// Somewhere to write the framed stream `header` begins.
     fn open_receive(&self, header: &StreamHeader) -> Result<Box<dyn Outgoing + '_>>;
 }

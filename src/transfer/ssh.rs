@@ -3,7 +3,7 @@
 //! with `fleet.ssh_options`. No daemon on the far side beyond sshd.
 
 use super::endpoint::SshTarget;
-use super::remote::{FarGeneration, Incoming, Outgoing, Received, Remote};
+use super::remote::{FarGeneration, Incoming, Outgoing, Received, Remote, Shape};
 use super::wire::StreamHeader;
 use crate::branch::Generation;
 use crate::config::FleetConfig;
@@ -217,32 +217,47 @@ impl Remote for Ssh {
         })
     }
 
-    fn offers(&self, gen: Generation) -> Result<Vec<Option<Generation>>> {
-        let mut offers = vec![None];
-        offers.extend(
-            self.generations()?
-                .into_iter()
-                .map(|g| g.generation)
-                .filter(|g| *g < gen)
-                .map(Some),
-        );
+    fn format(&self) -> Result<Option<String>> {
+        let out = self.output(&["--json", "baseline", "receive", "--probe"])?;
+        let v: serde_json::Value = serde_json::from_slice(&out).with_context(|| {
+            format!(
+                "reading what {} receives: {}",
+                self.target,
+                String::from_utf8_lossy(&out)
+            )
+        })?;
+        Ok(v["format"].as_str().map(str::to_string))
+    }
+
+    fn offers(&self, gen: Generation, format: &str) -> Result<Vec<Shape>> {
+        let mut offers = vec![Shape::Files];
+        if self.format()?.as_deref() == Some(format) {
+            offers.push(Shape::Stream(None));
+            offers.extend(
+                self.generations()?
+                    .into_iter()
+                    .map(|g| g.generation)
+                    .filter(|g| *g < gen)
+                    .map(|g| Shape::Stream(Some(g))),
+            );
+        }
         Ok(offers)
     }
 
-    fn open_send(
-        &self,
-        gen: Generation,
-        parent: Option<Generation>,
-    ) -> Result<Box<dyn Incoming + '_>> {
+    fn open_send(&self, gen: Generation, shape: Shape) -> Result<Box<dyn Incoming + '_>> {
         let mut args = vec![
             "-q".to_string(),
             "baseline".into(),
             "send".into(),
             gen.0.to_string(),
         ];
-        if let Some(p) = parent {
-            args.push("--parent".into());
-            args.push(p.0.to_string());
+        match shape {
+            Shape::Stream(Some(p)) => {
+                args.push("--parent".into());
+                args.push(p.0.to_string());
+            }
+            Shape::Stream(None) => {}
+            Shape::Files => args.push("--as-files".into()),
         }
         let mut run = start(self.command(&args, false), Stdio::null(), Stdio::piped())?;
         let stdout = run.child.stdout.take().expect("piped");

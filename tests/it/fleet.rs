@@ -384,3 +384,43 @@ fn a_datadir_owned_by_another_uid_is_given_to_the_server_user_at_start() {
     use std::os::unix::fs::MetadataExt;
     assert_ne!(std::fs::metadata(&datadir).unwrap().uid(), 54321);
 }
+
+#[test]
+#[ignore = "needs root, btrfs, a server and sshd; run by scripts/test"]
+fn file_level_copies_travel_where_send_streams_cannot() {
+    let keys = Keys::new();
+    let near = near_host(&keys);
+    let want = local_sums(&near, "ref", "1");
+    // To a stream directory as files (what hosts of the other backend pull), and back.
+    let streams = tempfile::tempdir().unwrap();
+    let dest = format!("file:{}", streams.path().display());
+    let p = near.json(&["baseline", "push", &dest, "--as-files"]);
+    assert_eq!(
+        (p[0]["files"].as_bool(), p[0]["parent"].as_u64()),
+        (Some(true), None),
+        "{p}"
+    );
+    assert!(streams.path().join("gen-000001.files.stream").is_file());
+    let other = TestEnv::new("", "");
+    other.run_ok(&["init"]);
+    let got = other.json(&["baseline", "pull", &dest]);
+    assert_eq!(got[0]["files"], true, "{got}");
+    assert_eq!(local_sums(&other, "p", "1"), want);
+    let list = other.json(&["baseline", "list"]);
+    let near_id = near.json(&["baseline", "list"])[0]["identity"].clone();
+    assert_eq!(list[0]["origin_identity"], near_id, "{list}");
+    assert_eq!(
+        list[0]["server"],
+        near.json(&["baseline", "list"])[0]["server"]
+    );
+    // Over ssh; a second push of it is a no-op (the copy knows its origin).
+    let far = FarHost::new(&keys, false);
+    let p = near.json(&["baseline", "push", &far.url(), "--as-files"]);
+    assert_eq!(p[0]["files"], true, "{p}");
+    assert!(far.via(&near, &["create", "f"]).status.success());
+    assert_eq!(far_sums(&far, &near, "f"), want);
+    assert_eq!(
+        near.json(&["baseline", "push", &far.url(), "--as-files"])[0]["already_there"],
+        true
+    );
+}

@@ -357,3 +357,59 @@ fn zfs_streams_between_two_pools_in_full_and_as_increments() {
     let inc = a.json(&["baseline", "push", &dir]);
     assert_eq!(inc[0]["parent"], 1, "{inc}");
 }
+
+#[test]
+#[ignore = "needs root and OpenZFS: run inside tests/harness/zfs-guest by scripts/test"]
+fn zfs_and_btrfs_exchange_generations_as_file_level_copies() {
+    let zfs_host = TestEnv::with_baseline();
+    let btrfs_host = TestEnv::on_btrfs("", "");
+    btrfs_host.run_ok(&["init"]);
+    btrfs_host.run_ok(&[
+        "baseline",
+        "create",
+        "--empty",
+        "--sql",
+        &db_branch::testkit::seed_sql(),
+    ]);
+    let want = checksum(port(&btrfs_host.json(&["create", "ref"])));
+    // A btrfs send stream in a directory is no use to a ZFS pool: it says so.
+    let streams = tempfile::tempdir().unwrap();
+    let dir = format!("file:{}", streams.path().display());
+    btrfs_host.run_ok(&["baseline", "push", &dir]);
+    // (into a ZFS host with no baselines: the other already has a generation 1 of its own)
+    let fresh = TestEnv::new("", "");
+    fresh.run_ok(&["init"]);
+    let no = fresh.run(&["baseline", "pull", &dir]);
+    assert_eq!(
+        no.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&no.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&no.stderr).contains("zfs pool"),
+        "{}",
+        String::from_utf8_lossy(&no.stderr)
+    );
+    // As files it goes: btrfs → ZFS through the directory.
+    btrfs_host.run_ok(&["baseline", "push", &dir, "--as-files"]);
+    let got = fresh.json(&["baseline", "pull", &dir]);
+    assert_eq!(got[0]["files"], true, "{got}");
+    assert_eq!(checksum(port(&fresh.json(&["create", "x"]))), want);
+    // And ZFS → btrfs straight from `send --as-files` to `receive`.
+    let out = zfs_host
+        .command(&["baseline", "send", "1", "--as-files"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let other = TestEnv::on_btrfs("", "");
+    other.run_ok(&["init"]);
+    let r = with_stdin(&other, &["--json", "baseline", "receive"], &out.stdout);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let zfs_sums = checksum(port(&zfs_host.json(&["create", "z"])));
+    assert_eq!(checksum(port(&other.json(&["create", "y"]))), zfs_sums);
+}

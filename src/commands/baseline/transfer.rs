@@ -1,6 +1,6 @@
 //! `baseline push`, `pull`, and the far side's `receive` and `send`.
 
-use crate::cli::{BaselinePullArgs, BaselinePushArgs, BaselineSendArgs};
+use crate::cli::{BaselinePullArgs, BaselinePushArgs, BaselineReceiveArgs, BaselineSendArgs};
 use crate::host::Host;
 use crate::ops::transfer;
 use crate::transfer::dir::Dir;
@@ -19,7 +19,7 @@ fn remote(host: &Host, endpoint: &Endpoint) -> Result<Box<dyn Remote>> {
 
 pub fn push(host: &Host, args: &BaselinePushArgs) -> Result<()> {
     let remote = remote(host, &args.dest)?;
-    let done = transfer::push(host, remote.as_ref(), args.generation)?;
+    let done = transfer::push(host, remote.as_ref(), args.generation, args.as_files)?;
     host.printer.emit(&TransferReport(vec![done]))
 }
 
@@ -29,12 +29,18 @@ pub fn pull(host: &Host, args: &BaselinePullArgs) -> Result<()> {
     host.printer.emit(&TransferReport(done))
 }
 
-pub fn receive(host: &Host) -> Result<()> {
+pub fn receive(host: &Host, args: &BaselineReceiveArgs) -> Result<()> {
+    if args.probe {
+        host.storage.open()?;
+        return host.printer.emit_json(&serde_json::json!({
+            "format": host.storage.stream_format()
+        }));
+    }
     let received = transfer::receive(host, &mut std::io::stdin().lock())?;
     host.printer.emit(&ReceivedView(received))
 }
 
 pub fn send(host: &Host, args: &BaselineSendArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    transfer::send(host, args.generation, args.parent, &mut out)
+    transfer::send(host, args.generation, args.parent, args.as_files, &mut out)
 }
