@@ -224,11 +224,17 @@ pub fn push(
         sha256: None,
     };
     if let Some(f) = far.iter().find(|f| f.generation == gen) {
-        if f.is(&identity) {
+        if !f.is(&identity) {
+            return Err(conflict(&peer, gen));
+        }
+        // A host that holds it holds it; a directory may hold it as a send stream only,
+        // and a file-level copy is asked for.
+        let held =
+            !files || far_format.is_some() || remote.offers(gen, "")?.contains(&Shape::Files);
+        if held {
             done.already_there = true;
             return Ok(done);
         }
-        return Err(conflict(&peer, gen));
     }
     let shape = if files {
         Shape::Files
@@ -669,17 +675,29 @@ mod tests {
     #[test]
     fn a_file_level_copy_keeps_its_number_and_origin() {
         let a = sim_host();
-        let dir = tempfile::tempdir().unwrap();
-        let remote = Dir::new(dir.path().to_path_buf());
-        let sent = push(&a.host, &remote, None, true).unwrap();
+        let files_dir = tempfile::tempdir().unwrap();
+        let only_files = Dir::new(files_dir.path().to_path_buf());
+        let sent = push(&a.host, &only_files, None, true).unwrap();
         assert!(sent.files && sent.parent.is_none());
         let b = sim_host();
         b.storage.with_state(|s| s.generations.clear());
-        let got = pull(&b.host, &remote, None).unwrap();
+        let got = pull(&b.host, &only_files, None).unwrap();
         assert!(got[0].files, "{got:?}");
         assert_eq!(b.storage.baselines().unwrap(), [Generation(1)]);
         // Pulled again: already there, by its origin.
-        assert!(pull(&b.host, &remote, None).unwrap()[0].already_there);
+        assert!(pull(&b.host, &only_files, None).unwrap()[0].already_there);
+
+        // A directory holding it as a send stream still takes a copy as files, and a pull
+        // of the same format prefers the stream.
+        let both_dir = tempfile::tempdir().unwrap();
+        let both = Dir::new(both_dir.path().to_path_buf());
+        assert!(!push(&a.host, &both, None, false).unwrap().files);
+        let sent = push(&a.host, &both, None, true).unwrap();
+        assert!(sent.files && !sent.already_there);
+        assert!(push(&a.host, &both, None, true).unwrap().already_there);
+        let c = sim_host();
+        c.storage.with_state(|s| s.generations.clear());
+        assert!(!pull(&c.host, &both, None).unwrap()[0].files);
     }
 
     #[test]

@@ -75,8 +75,7 @@ impl FarHost {
             String::new()
         };
         // The tier's service manager; the benchmark suite (which sets none) runs its own.
-        let service =
-            std::env::var("DB_BRANCH_TEST_SERVICE").unwrap_or_else(|_| "process".into());
+        let service = std::env::var("DB_BRANCH_TEST_SERVICE").unwrap_or_else(|_| "process".into());
         let env = TestEnv::with_service(&service, "3G", &top, "");
         env.run_ok(&["init"]);
         let dir = tempfile::tempdir().unwrap();
