@@ -15,7 +15,11 @@ use std::process::Command;
 pub const FORMAT: &str = "files";
 
 /// Writes generation `gen`'s files to `out`.
-pub fn send(storage: &dyn Storage, gen: Generation, out: &mut dyn std::io::Write) -> Result<()> {
+pub fn send<S: Storage + ?Sized>(
+    storage: &S,
+    gen: Generation,
+    out: &mut dyn std::io::Write,
+) -> Result<()> {
     let dir = storage.generation_dir(gen);
     let mut zstd = zstd::stream::write::Encoder::new(out, 3)?;
     exec::stream_out(
@@ -33,8 +37,8 @@ pub fn send(storage: &dyn Storage, gen: Generation, out: &mut dyn std::io::Write
 /// Unpacks a file-level copy into a new workspace for `gen` (the caller seals it, or
 /// abandons it). Owners are restored by name, so the server's user may have another uid
 /// here than where the copy was made.
-pub fn receive(
-    storage: &dyn Storage,
+pub fn receive<S: Storage + ?Sized>(
+    storage: &S,
     gen: Generation,
     input: &mut dyn std::io::Read,
 ) -> Result<PathBuf> {

@@ -138,6 +138,16 @@ pub trait Storage: Transfer + Send + Sync {
             0o644,
         )
     }
+    /// A file-level copy of generation `gen` (storage/file_copy.rs) to `out`: the same
+    /// for every backend, built on the generation's directory and a workspace.
+    fn send_files(&self, gen: Generation, out: &mut dyn std::io::Write) -> Result<()> {
+        file_copy::send(self, gen, out)
+    }
+    /// Unpacks a file-level copy into a new workspace for `gen`; the caller seals it
+    /// (`seal_baseline`) once verified, or abandons it.
+    fn receive_files(&self, gen: Generation, input: &mut dyn std::io::Read) -> Result<PathBuf> {
+        file_copy::receive(self, gen, input)
+    }
     /// Freezes the workspace as read-only generation `gen`.
     fn seal_baseline(&self, gen: Generation) -> Result<()>;
     /// Removes a workspace that will not become a generation. Idempotent.
@@ -251,11 +261,6 @@ pub trait Transfer {
     ) -> Result<()>;
     /// Makes a received generation visible.
     fn commit_received(&self, gen: Generation) -> Result<()>;
-    /// A file-level copy of generation `gen` (storage/file_copy.rs) to `out`.
-    fn send_files(&self, gen: Generation, out: &mut dyn std::io::Write) -> Result<()>;
-    /// Unpacks a file-level copy into a new workspace for `gen`; the caller seals it
-    /// (`seal_baseline`) once verified, or abandons it.
-    fn receive_files(&self, gen: Generation, input: &mut dyn std::io::Read) -> Result<PathBuf>;
     /// Removes whatever a receive left (this one's or an interrupted earlier one's).
     /// Idempotent.
     fn abort_received(&self) -> Result<()>;

@@ -122,14 +122,6 @@ impl super::Transfer for SimStorage {
         self.check("abort_received")?.receiving = None;
         Ok(())
     }
-    fn send_files(&self, gen: Generation, out: &mut dyn std::io::Write) -> Result<()> {
-        self.send_generation(gen, None, out)
-    }
-    fn receive_files(&self, gen: Generation, input: &mut dyn std::io::Read) -> Result<PathBuf> {
-        let mut bytes = Vec::new();
-        input.read_to_end(&mut bytes)?;
-        self.begin_baseline(gen)
-    }
     fn partial_receives(&self) -> Result<Vec<String>> {
         let st = self.check("partial_receives")?;
         Ok(st.receiving.iter().map(|(g, _)| g.to_string()).collect())
@@ -137,6 +129,14 @@ impl super::Transfer for SimStorage {
 }
 
 impl Storage for SimStorage {
+    fn send_files(&self, gen: Generation, out: &mut dyn std::io::Write) -> Result<()> {
+        super::Transfer::send_generation(self, gen, None, out)
+    }
+    fn receive_files(&self, gen: Generation, input: &mut dyn std::io::Read) -> Result<PathBuf> {
+        let mut bytes = Vec::new();
+        input.read_to_end(&mut bytes)?;
+        self.begin_baseline(gen)
+    }
     fn open(&self) -> Result<()> {
         let _state = self.check("open")?;
         Ok(())

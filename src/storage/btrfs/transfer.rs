@@ -111,18 +111,6 @@ impl Transfer for BtrfsStorage {
         Ok(())
     }
 
-    fn send_files(&self, gen: Generation, out: &mut dyn std::io::Write) -> Result<()> {
-        crate::storage::file_copy::send(self, gen, out)
-    }
-
-    fn receive_files(
-        &self,
-        gen: Generation,
-        input: &mut dyn std::io::Read,
-    ) -> Result<std::path::PathBuf> {
-        crate::storage::file_copy::receive(self, gen, input)
-    }
-
     fn abort_received(&self) -> Result<()> {
         for partial in self.partial_subvolumes()? {
             self.delete_subvolume_if_present(&partial)?;

@@ -109,18 +109,6 @@ impl Transfer for ZfsStorage {
         Ok(())
     }
 
-    fn send_files(&self, gen: Generation, out: &mut dyn std::io::Write) -> Result<()> {
-        crate::storage::file_copy::send(self, gen, out)
-    }
-
-    fn receive_files(
-        &self,
-        gen: Generation,
-        input: &mut dyn std::io::Read,
-    ) -> Result<std::path::PathBuf> {
-        crate::storage::file_copy::receive(self, gen, input)
-    }
-
     fn abort_received(&self) -> Result<()> {
         for ds in self.partial_receives()? {
             self.destroy(&ds)?;
