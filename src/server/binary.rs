@@ -22,6 +22,22 @@ pub struct ServerBinary {
     flavour: OnceLock<(Flavour, String)>,
 }
 
+
+/// Names the directory of empty-datadir templates that every test root of a run shares, in
+/// builds with the `testing` feature: each server's initialiser then runs once per run, not
+/// once per test (MySQL's takes seconds, and a minute under the ZFS guest's emulation).
+pub const TEMPLATES_ENV: &str = "DB_BRANCH_TEST_TEMPLATES";
+
+/// Where the empty-datadir templates are kept: `cache` (the pool's work directory, so the
+/// copy is a reflink), or the test run's shared directory.
+fn template_cache(cache: &Path) -> PathBuf {
+    #[cfg(feature = "testing")]
+    if let Some(dir) = std::env::var_os(TEMPLATES_ENV).filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    cache.to_path_buf()
+}
+
 impl ServerBinary {
     pub fn new(path: PathBuf, user: String, cache: Option<PathBuf>) -> Self {
         ServerBinary {
@@ -170,6 +186,7 @@ impl ServerBinary {
     /// An empty datadir, copied from one the initialiser made earlier for this exact server
     /// version (kept in `cache`): the initialiser costs a second or more, a copy a fraction.
     pub fn initialize_cached(&self, datadir: &Path, tmpdir: &Path, cache: &Path) -> Result<()> {
+        let cache = &template_cache(cache);
         let flavour = self.flavour()?;
         let tag: String = self
             .version_line()?

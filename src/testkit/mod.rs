@@ -3,8 +3,11 @@
 //! (or ZFS dataset), port range and baseline in a `TestEnv`, which runs the real binary and
 //! removes all of it when it ends, passing or failing.
 
+pub mod fixtures;
 pub mod fleet;
 pub mod veth;
+
+pub use fixtures::Fixture;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -163,10 +166,11 @@ impl TestEnv {
     }
 
     /// A fresh root, initialised, with a baseline made from the seed SQL.
+    /// (The run's shared seed generation, received by `baseline pull`: see `fixtures`.)
     pub fn with_baseline() -> TestEnv {
         let env = TestEnv::new("", "");
         env.run_ok(&["init"]);
-        env.run_ok(&["baseline", "create", "--empty", "--sql", &seed_sql()]);
+        env.pull_fixture(Fixture::Seed);
         env
     }
 
@@ -179,6 +183,10 @@ impl TestEnv {
         let mut cmd = Command::new(bin());
         cmd.args(args)
             .env("DB_BRANCH_CONFIG", &self.config)
+            .env(
+                crate::server::binary::TEMPLATES_ENV,
+                fixtures::templates(),
+            )
             .stdin(std::process::Stdio::null());
         cmd
     }
@@ -199,10 +207,7 @@ impl TestEnv {
 
     /// Runs db-branch as if the time were `now` (DB_BRANCH_FAKE_NOW).
     pub fn run_at(&self, now: Option<chrono::DateTime<chrono::Utc>>, args: &[&str]) -> Output {
-        let mut cmd = Command::new(bin());
-        cmd.args(args)
-            .env("DB_BRANCH_CONFIG", &self.config)
-            .stdin(std::process::Stdio::null());
+        let mut cmd = self.command(args);
         if let Some(t) = now {
             cmd.env("DB_BRANCH_FAKE_NOW", t.to_rfc3339());
         }
@@ -598,10 +603,11 @@ impl TestEnv {
             .collect()
     }
 
-    /// A fresh root, initialised, with generation 1 made from `scripts/sample-sql SCALE`.
+    /// A fresh root, initialised, with generation 1 made from `scripts/sample-sql SCALE`
+    /// (the run's shared one, received by `baseline pull`: see `fixtures`).
     pub fn with_sample(env: TestEnv, scale: u32) -> TestEnv {
         env.run_ok(&["init"]);
-        env.sample_baseline(scale);
+        env.pull_fixture(Fixture::Sample(scale));
         env
     }
 

@@ -5,7 +5,7 @@
 //! listens anywhere but on those addresses and loopback; all of it goes when a test ends.
 
 use db_branch::testkit::fleet::{FarHost, Keys};
-use db_branch::testkit::{seed_sql, server, TestEnv};
+use db_branch::testkit::{server, TestEnv};
 use serde_json::Value;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -44,7 +44,7 @@ fn far_sums(far: &FarHost, near: &TestEnv, branch: &str) -> String {
 fn near_host(keys: &Keys) -> TestEnv {
     let env = TestEnv::new("", &keys.fleet_table());
     env.run_ok(&["init"]);
-    env.run_ok(&["baseline", "create", "--empty", "--sql", &seed_sql()]);
+    env.pull_fixture(db_branch::testkit::Fixture::Seed);
     env
 }
 

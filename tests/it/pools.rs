@@ -193,13 +193,7 @@ fn the_memory_guard_counts_every_slot() {
     let headroom = available.saturating_sub(per_slot * 5 / 2) >> 20;
     let env = TestEnv::new("", &format!("[memory]\nheadroom = \"{headroom}M\"\n"));
     env.run_ok(&["init"]);
-    env.run_ok(&[
-        "baseline",
-        "create",
-        "--empty",
-        "--sql",
-        &db_branch::testkit::seed_sql(),
-    ]);
+    env.pull_fixture(db_branch::testkit::Fixture::Seed);
     let report = env.json(&["pool", "create", "g", "--size", "5"]);
     let ready = report["ready"].as_u64().unwrap();
     let refused: Vec<u64> = report["refused"]

@@ -1,0 +1,134 @@
+//! Shared, immutable fixtures of a test run: the baselines most tests start from, made once
+//! per server and backend and handed to each test's own root by the product's own fastest
+//! copy — `baseline push file:DIR` once, `baseline pull file:DIR` per test (a btrfs or ZFS
+//! send stream received into the test's pool). Tests stay independent: each receives its
+//! own copy, and nobody writes to a fixture once it is made.
+//!
+//! The fixture directory is `DB_BRANCH_TEST_FIXTURES` (scripts/test makes a fresh one per
+//! run and removes it), else a directory under /var/tmp keyed by the db-branch binary, so a
+//! rebuilt binary never meets fixtures an older one made. Concurrent tests, and test
+//! binaries running side by side (the systemd namespace shares this filesystem), take a
+//! `flock` per fixture: the first makes it, the others wait and reuse it.
+
+use super::TestEnv;
+use nix::fcntl::{Flock, FlockArg};
+use std::path::PathBuf;
+
+pub const FIXTURES_ENV: &str = "DB_BRANCH_TEST_FIXTURES";
+
+/// A baseline a test can start from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fixture {
+    /// tests/fixtures/seed.sql on an empty server (`TestEnv::with_baseline`).
+    Seed,
+    /// `scripts/sample-sql SCALE` (scale 1 is a datadir of about 180 MB).
+    Sample(u32),
+}
+
+impl Fixture {
+    fn name(self) -> String {
+        match self {
+            Fixture::Seed => "seed".into(),
+            Fixture::Sample(scale) => format!("sample-{scale}"),
+        }
+    }
+}
+
+/// The run's fixture directory (made if missing).
+pub fn root() -> PathBuf {
+    let dir = match std::env::var_os(FIXTURES_ENV).filter(|d| !d.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(format!("/var/tmp/dbbt-fixtures/{}", binary_stamp())),
+    };
+    std::fs::create_dir_all(&dir).expect("making the test fixture directory");
+    // The servers' OS user reads the templates and streams through it (mktemp makes 0700).
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+        .expect("opening the fixture directory to the servers' user");
+    dir
+}
+
+/// Where every test root of the run keeps its servers' empty-datadir templates.
+pub fn templates() -> PathBuf {
+    let dir = root().join("templates");
+    std::fs::create_dir_all(&dir).expect("making the template directory");
+    dir
+}
+
+/// Size and modification time of the db-branch binary under test: a fixture made by
+/// another build is never reused.
+fn binary_stamp() -> String {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(super::bin()) {
+        Ok(m) => format!("{}-{}", m.len(), m.mtime()),
+        Err(_) => "unknown".into(),
+    }
+}
+
+/// The stream directory holding `fixture` for the server and backend under test, made the
+/// first time it is asked for.
+pub fn stream_dir(fixture: Fixture) -> PathBuf {
+    let root = root();
+    let key = format!(
+        "{}-{}-{}",
+        super::server().name,
+        super::backend(),
+        fixture.name()
+    );
+    let dir = root.join(&key);
+    let done = |d: &PathBuf| d.join(crate::transfer::dir::MANIFEST).is_file();
+    if done(&dir) {
+        return dir;
+    }
+    let lock_file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(root.join(format!("{key}.lock")))
+        .expect("opening the fixture lock");
+    let _lock = Flock::lock(lock_file, FlockArg::LockExclusive)
+        .map_err(|(_, e)| e)
+        .expect("locking the fixture");
+    if done(&dir) {
+        return dir;
+    }
+    let started = std::time::Instant::now();
+    let maker = TestEnv::new("", "");
+    maker.run_ok(&["init"]);
+    match fixture {
+        Fixture::Seed => {
+            maker.run_ok(&[
+                "baseline",
+                "create",
+                "--empty",
+                "--sql",
+                &super::seed_sql(),
+            ]);
+        }
+        Fixture::Sample(scale) => {
+            maker.sample_baseline(scale);
+        }
+    }
+    let partial = root.join(format!("{key}.partial"));
+    let _ = std::fs::remove_dir_all(&partial);
+    std::fs::create_dir_all(&partial).unwrap();
+    maker.run_ok(&[
+        "baseline",
+        "push",
+        &format!("file:{}", partial.display()),
+    ]);
+    std::fs::rename(&partial, &dir).expect("publishing the fixture");
+    eprintln!(
+        "testkit: fixture {key} made in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    dir
+}
+
+impl TestEnv {
+    /// Receives `fixture` as this root's next generation (after `init`).
+    pub fn pull_fixture(&self, fixture: Fixture) {
+        let dir = stream_dir(fixture);
+        self.run_ok(&["baseline", "pull", &format!("file:{}", dir.display())]);
+    }
+}
