@@ -13,8 +13,17 @@ fn sums(p: u16) -> String {
     sql(p, "CHECKSUM TABLE shop.customers, shop.orders, shop.t")
 }
 
+/// Whether the branch's server ran crash recovery. Its error log must be there to say: a
+/// log that cannot be read fails the test, never reads as "no recovery".
 fn recovered(env: &TestEnv, branch: &str) -> bool {
-    let log = std::fs::read_to_string(env.error_log(branch)).unwrap_or_default();
+    let path = env.error_log(branch);
+    let log = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    assert!(
+        !log.trim().is_empty(),
+        "{} is empty: the server under test logs its start there",
+        path.display()
+    );
     db_branch::server::crash_recovery_line(&log).is_some()
 }
 

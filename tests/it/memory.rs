@@ -33,13 +33,16 @@ fn mem_available() -> u64 {
 /// A process's resident memory (`Rss`), and its share of it (`Pss`: pages it shares with
 /// other processes — the server binary and libraries every server maps — divided among
 /// them), from /proc/PID/smaps_rollup.
+/// A server that cannot be read fails the test: reading it as 0 would pass `pss <= budget`
+/// without measuring anything.
 fn rss_and_pss(pid: i32) -> (u64, u64) {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    let path = format!("/proc/{pid}/smaps_rollup");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
     let field = |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(name))
             .and_then(|v| v.trim().trim_end_matches(" kB").parse::<u64>().ok())
-            .unwrap_or(0)
+            .unwrap_or_else(|| panic!("no {name} in {path}: {text}"))
             * 1024
     };
     (field("Rss:"), field("Pss:"))
@@ -95,8 +98,9 @@ fn warming_every_admitted_branch_stays_within_the_budget() {
     for p in &admitted {
         sql(*p, WARM);
     }
-    let (rss, pss) = env
-        .server_pids()
+    let pids = env.server_pids();
+    assert_eq!(pids.len(), admitted.len(), "one server per admitted branch");
+    let (rss, pss) = pids
         .iter()
         .map(|p| rss_and_pss(*p))
         .fold((0, 0), |(r, p), (r1, p1)| (r + r1, p + p1));

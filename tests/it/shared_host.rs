@@ -292,7 +292,10 @@ fn users_act_on_their_own_branches_through_the_service() {
     }
     let doctor = env.json(&["doctor"]);
     assert!(
-        doctor["findings"].as_array().is_none_or(|f| f.is_empty()),
+        doctor["findings"]
+            .as_array()
+            .expect("doctor --json has a findings list")
+            .is_empty(),
         "{doctor}"
     );
     let out = as_user(&bin, &env, &alice, &["delete", "a2", "--yes"]);
