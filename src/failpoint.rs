@@ -28,6 +28,19 @@ pub const ALL: &[&str] = &[
     "bake:after-seal",
 ];
 
+/// The failpoints just after a step of the storage backend (a clone, a rollback, a destroy,
+/// a workspace, a seal): where btrfs and ZFS leave different things behind. The sweep runs
+/// these on ZFS in CI, and all of `ALL` on btrfs and in a full run.
+pub const STORAGE: &[&str] = &[
+    "create:after-clone",
+    "reset:after-kill",
+    "reset:after-rollback",
+    "delete:after-destroy",
+    "baseline:after-workspace",
+    "baseline:after-load",
+    "baseline:after-seal",
+];
+
 /// Exits the process here when `name` is the armed failpoint. Only in builds with the
 /// `testing` feature: the shipped binary ignores the variable.
 #[cfg(feature = "testing")]
