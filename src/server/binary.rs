@@ -22,7 +22,6 @@ pub struct ServerBinary {
     flavour: OnceLock<(Flavour, String)>,
 }
 
-
 /// Names the directory of empty-datadir templates that every test root of a run shares, in
 /// builds with the `testing` feature: each server's initialiser then runs once per run, not
 /// once per test (MySQL's takes seconds, and a minute under the ZFS guest's emulation).

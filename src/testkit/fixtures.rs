@@ -97,13 +97,7 @@ pub fn stream_dir(fixture: Fixture) -> PathBuf {
     maker.run_ok(&["init"]);
     match fixture {
         Fixture::Seed => {
-            maker.run_ok(&[
-                "baseline",
-                "create",
-                "--empty",
-                "--sql",
-                &super::seed_sql(),
-            ]);
+            maker.run_ok(&["baseline", "create", "--empty", "--sql", &super::seed_sql()]);
         }
         Fixture::Sample(scale) => {
             maker.sample_baseline(scale);
@@ -112,11 +106,7 @@ pub fn stream_dir(fixture: Fixture) -> PathBuf {
     let partial = root.join(format!("{key}.partial"));
     let _ = std::fs::remove_dir_all(&partial);
     std::fs::create_dir_all(&partial).unwrap();
-    maker.run_ok(&[
-        "baseline",
-        "push",
-        &format!("file:{}", partial.display()),
-    ]);
+    maker.run_ok(&["baseline", "push", &format!("file:{}", partial.display())]);
     std::fs::rename(&partial, &dir).expect("publishing the fixture");
     eprintln!(
         "testkit: fixture {key} made in {:.1} s",

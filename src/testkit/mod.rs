@@ -183,10 +183,7 @@ impl TestEnv {
         let mut cmd = Command::new(bin());
         cmd.args(args)
             .env("DB_BRANCH_CONFIG", &self.config)
-            .env(
-                crate::server::binary::TEMPLATES_ENV,
-                fixtures::templates(),
-            )
+            .env(crate::server::binary::TEMPLATES_ENV, fixtures::templates())
             .stdin(std::process::Stdio::null());
         cmd
     }

@@ -5,12 +5,17 @@
 use db_branch::testkit::{port, server, sql, TestEnv};
 use serde_json::Value;
 
-/// These tests measure the host's memory: one at a time, or one's servers would move the
-/// other's budget.
-static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The warming test measures the host's memory: the others' servers must not move its
+/// budget meanwhile (they may run beside each other, each inside its own ceiling).
+/// scripts/test runs it after every other test of the tier, alone.
+static MEASURING: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
-fn alone() -> std::sync::MutexGuard<'static, ()> {
-    ALONE.lock().unwrap_or_else(|e| e.into_inner())
+fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    MEASURING.write().unwrap_or_else(|e| e.into_inner())
+}
+
+fn beside_others() -> std::sync::RwLockReadGuard<'static, ()> {
+    MEASURING.read().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Reads more than a 16M buffer pool holds: every row of the sample's big tables, and
@@ -127,7 +132,7 @@ fn warming_every_admitted_branch_stays_within_the_budget() {
 #[test]
 #[ignore = "needs root, btrfs and a server; run by scripts/test"]
 fn a_runaway_branch_dies_alone_at_its_ceiling() {
-    let _alone = alone();
+    let _shared = beside_others();
     let env = TestEnv::with_baseline();
     let hog = env.json(&["create", "hog", "--buffer-pool", "32M"]);
     let calm = port(&env.json(&["create", "calm", "--buffer-pool", "32M"]));
@@ -230,7 +235,7 @@ impl Drop for LimitedCgroup {
 #[test]
 #[ignore = "needs root, btrfs and a server; run by scripts/test"]
 fn a_cgroup_memory_limit_around_db_branch_is_the_budget() {
-    let _alone = alone();
+    let _shared = beside_others();
     let env = TestEnv::with_baseline();
     let group = LimitedCgroup::new(1 << 30);
     let out = group.run(&env, &["--json", "doctor"]);
