@@ -365,7 +365,17 @@ impl Storage for ZfsStorage {
             .unwrap_or(0);
         let gens = self.baselines()?;
         let mut out = Vec::new();
-        if written > 0 && !self.own_baselines()?.is_empty() {
+        // With no snapshot of its own to compare with (a host whose generations were all
+        // received, or none yet), `written` counts the empty dataset itself: any file in
+        // the workspace is then a build's.
+        let unfinished = if self.own_baselines()?.is_empty() {
+            std::fs::read_dir(self.workspace())
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(false)
+        } else {
+            written > 0
+        };
+        if unfinished {
             out.push(gens.last().map_or(Generation(1), |g| g.next()));
         }
         // A promoted workspace without its generation snapshot.
