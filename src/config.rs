@@ -87,6 +87,9 @@ pub struct AccessConfig {
     /// `init` installs the `db-branchd` service (and its bus policy) where systemd is the
     /// service manager. One per host: a second root under the same systemd says false.
     pub service: bool,
+    /// How many commands one user may have running through `db-branchd` at once; more are
+    /// refused (each is a root process on the caller's behalf).
+    pub max_operations_per_user: u32,
 }
 
 impl Default for AccessConfig {
@@ -95,6 +98,7 @@ impl Default for AccessConfig {
             users_group: "db-branch".into(),
             admins_group: "db-branch-admin".into(),
             service: true,
+            max_operations_per_user: 8,
         }
     }
 }

@@ -49,6 +49,7 @@ impl Host {
         config: Config,
         config_path: Option<&std::path::Path>,
         printer: Printer,
+        caller: crate::access::Caller,
     ) -> Result<Host> {
         let layout = Layout::new(&config.root);
         let storage: Arc<dyn Storage> = match config.backend {
@@ -120,8 +121,7 @@ impl Host {
             memory: Arc::new(SysinfoMemory),
             ports: Arc::new(BindProbe),
             clock: Arc::from(crate::clock::from_env()?),
-            caller: crate::access::Caller::from_env()?
-                .unwrap_or_else(crate::access::Caller::current),
+            caller,
             printer,
             assume_yes: false,
             config_file: config_path.map(|p| p.to_path_buf()),
@@ -135,7 +135,26 @@ impl Host {
     }
 
     /// The lock every operation on one branch holds.
+    /// The branch's lock, for acting on it for the caller: once held, the branch is checked
+    /// again to be the caller's (or the caller an admin) — the check before the lock may be
+    /// stale, as the branch can be deleted and made anew by someone else meanwhile.
     pub fn branch_lock(&self, name: &BranchName) -> Result<LockGuard> {
+        let guard = self.branch_lock_for_host(name)?;
+        if self.caller.role(&self.config.access) != crate::access::Role::Admin {
+            let record = crate::store::records::load(&self.layout, name)?;
+            self.caller.check(
+                &self.config.access,
+                &crate::access::Need::owner(name),
+                name,
+                record.as_ref(),
+            )?;
+        }
+        Ok(guard)
+    }
+
+    /// The branch's lock without the owner check: for what acts on the host's behalf
+    /// whoever asked (a pool's slots belong to the pool; its own rules say who may claim).
+    pub fn branch_lock_for_host(&self, name: &BranchName) -> Result<LockGuard> {
         self.lock(&self.layout.branch_lock(name), &format!("branch {name}"))
     }
 

@@ -71,48 +71,66 @@ fn command_name(command: &Command) -> String {
 }
 
 pub fn run(cli: Cli, printer: Printer) -> Result<()> {
-    if let Command::Completions { shell } = &cli.command {
-        return commands::completions::run(&printer, *shell);
+    // Who asks and what the command needs decide everything else, before anything happens.
+    let origin = access::Origin::detect()?;
+    let need = commands::need(&cli.command);
+    let globals = access::Globals {
+        config: cli.config.is_some(),
+        host: cli.host.is_some(),
+    };
+    let route = access::decide(&origin, globals, &need)?;
+    if route == access::Route::Anywhere {
+        let nobody = |_: &branch::BranchName| Ok(None);
+        let grant = access::authorize(
+            &access::Caller::current(),
+            &config::AccessConfig::default(),
+            need,
+            &nobody,
+        )?;
+        return commands::dispatch_anywhere(&printer, &grant, &cli.command);
     }
     store::locks::set_command(&command_name(&cli.command));
     let env = std::env::var(config::CONFIG_ENV).ok();
     let (path, must_exist) = config::locate(cli.config.as_deref(), env.as_deref());
+    match route {
+        access::Route::Ssh => {
+            // The whole command runs there, as this user: nothing of it happens here.
+            let config = config::load(&path, must_exist)?;
+            let target = cli.host.clone().expect("Route::Ssh comes with --host");
+            let ssh = transfer::ssh::Ssh::new(target, &config.fleet)?;
+            return match transfer::ssh::forward(&ssh, &args_without_host())? {
+                0 => Ok(()),
+                code => Err(error::Error::new(error::Kind::Exited(code), "").into()),
+            };
+        }
+        access::Route::Service => {
+            // Users without root act through the db-branchd service, with the same command;
+            // the config goes separately (the service serves only its own).
+            let args = service::client::forwarded_args(std::env::args().skip(1));
+            return match service::client::forward(args, &path)? {
+                0 => Ok(()),
+                code => Err(error::Error::new(error::Kind::Exited(code), "").into()),
+            };
+        }
+        access::Route::Here | access::Route::Anywhere => {}
+    }
     let config = config::load(&path, must_exist)?;
+    let note = if path.exists() {
+        format!("{} (valid)", path.display())
+    } else {
+        format!("{} missing: every key takes its default", path.display())
+    };
     // The timers' services must read the same config file as this invocation.
     let explicit = (path != std::path::Path::new(config::DEFAULT_CONFIG_PATH))
         .then(|| std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone()));
-    if let Some(target) = cli.host.clone() {
-        // The whole command runs there: nothing of it happens here.
-        let ssh = transfer::ssh::Ssh::new(target, &config.fleet)?;
-        return match transfer::ssh::forward(&ssh, &args_without_host())? {
-            0 => Ok(()),
-            code => Err(error::Error::new(error::Kind::Exited(code), "").into()),
-        };
-    }
-    if let Command::Doctor(args) = &cli.command {
-        let note = if path.exists() {
-            format!("{} (valid)", path.display())
-        } else {
-            format!("{} missing: every key takes its default", path.display())
-        };
-        let host = host::Host::real(config, explicit.as_deref(), printer)?;
-        return commands::doctor::run(&host, args, &note);
-    }
-    if !nix::unistd::geteuid().is_root() {
-        // Users without root act through the db-branchd service, with the same command.
-        let args: Vec<String> = std::env::args().skip(1).collect();
-        return match service::client::forward(args, &path)? {
-            0 => Ok(()),
-            code => Err(error::Error::new(error::Kind::Exited(code), "").into()),
-        };
-    }
-    if let Command::Daemon = &cli.command {
-        return service::daemon::serve(&path);
-    }
-    let mut host = host::Host::real(config, explicit.as_deref(), printer)?;
+    let caller = match origin {
+        access::Origin::Service(c) => c,
+        _ => access::Caller::current(),
+    };
+    let mut host = host::Host::real(config, explicit.as_deref(), printer, caller)?;
     host.assume_yes = cli.yes;
-    commands::authorize(&host, &cli.command)?;
-    commands::dispatch(&host, &cli.command)
+    let grant = commands::authorize(&host, &cli.command)?;
+    commands::dispatch(&host, &grant, &cli.command, &note)
 }
 
 /// This invocation's arguments without `--host` (it is what the far side runs).

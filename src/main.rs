@@ -2,6 +2,7 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    db_branch::access::enter_caller_directory();
     let cli = db_branch::cli::Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -202,7 +202,11 @@ impl Admission {
     }
 
     pub fn owed(&self) -> u64 {
-        let owed: u64 = self.running.iter().map(Commitment::owed).sum();
+        let owed = self
+            .running
+            .iter()
+            .map(Commitment::owed)
+            .fold(0u64, u64::saturating_add);
         (owed as f64 * self.owed_fraction) as u64
     }
 
@@ -231,7 +235,10 @@ impl Admission {
             Some(c) if c < self.available_bytes => "what its cgroup's memory limit allows",
             _ => "MemAvailable",
         };
-        let extra = self.ceiling_bytes - self.buffer_pool_bytes - self.allowance_bytes;
+        let extra = self
+            .ceiling_bytes
+            .saturating_sub(self.buffer_pool_bytes)
+            .saturating_sub(self.allowance_bytes);
         let extra = if extra > 0 {
             format!(" + {} instrumentation or RAM pool", mib(extra))
         } else {
@@ -336,6 +343,38 @@ mod tests {
             owed_fraction: 1.0,
             starting_bytes: 0,
             headroom_bytes: 300 * M,
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever sizes users type, the admission arithmetic neither panics nor wraps: a
+        /// bigger ceiling, more owed or less free never turns a refusal into an admission.
+        #[test]
+        fn the_admission_sum_never_wraps(
+            ceiling in proptest::prelude::any::<u64>(),
+            available in proptest::prelude::any::<u64>(),
+            headroom in proptest::prelude::any::<u64>(),
+            starting in proptest::prelude::any::<u64>(),
+            running in proptest::collection::vec(
+                (proptest::prelude::any::<u64>(), proptest::prelude::any::<u64>()), 0..6),
+        ) {
+            let mut a = adm(available, running);
+            a.ceiling_bytes = ceiling;
+            a.buffer_pool_bytes = ceiling;
+            a.headroom_bytes = headroom;
+            a.starting_bytes = starting;
+            let fits = a.fits();
+            proptest::prop_assert!(a.left() <= a.free());
+            if fits {
+                proptest::prop_assert!(ceiling <= available);
+            } else {
+                proptest::prop_assert!(a.check().is_err());
+            }
+            // Monotone: more asked never fits where less did not.
+            let mut bigger = a.clone();
+            bigger.ceiling_bytes = ceiling.saturating_add(1);
+            proptest::prop_assert!(!bigger.fits() || fits);
+            let _ = a.more_that_fit();
         }
     }
 

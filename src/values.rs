@@ -26,13 +26,26 @@ impl FromStr for ByteSize {
         if t.is_empty() {
             return Err("a size is empty; write it like 128M, 2G or 512MiB".into());
         }
-        parse_size::Config::new()
+        let bytes = parse_size::Config::new()
             .with_binary()
             .parse_size(t)
-            .map(ByteSize)
-            .map_err(|e| format!("`{s}` is not a size ({e}); write it like 128M, 2G or 512MiB"))
+            .map_err(|e| format!("`{s}` is not a size ({e}); write it like 128M, 2G or 512MiB"))?;
+        if bytes > MAX_BYTES {
+            return Err(format!(
+                "`{s}` is more than any host has (at most 1 EiB); write it like 128M, 2G or 512MiB"
+            ));
+        }
+        Ok(ByteSize(bytes))
     }
 }
+
+/// The largest size accepted: far above any host, and small enough that sums of a few never
+/// overflow (the memory guard adds them; it saturates as well).
+pub const MAX_BYTES: u64 = 1 << 60;
+
+/// The longest duration accepted: anything longer is a typo, and a deadline of `now` plus it
+/// must stay representable (`Instant + Duration` panics on overflow).
+pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(100 * 366 * 86_400);
 
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -147,9 +160,15 @@ pub struct Duration(pub std::time::Duration);
 impl FromStr for Duration {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        humantime::parse_duration(s.trim())
-            .map(Duration)
-            .map_err(|e| format!("`{s}` is not a duration ({e}); write it like 90s, 5m, 12h or 7d"))
+        let d = humantime::parse_duration(s.trim()).map_err(|e| {
+            format!("`{s}` is not a duration ({e}); write it like 90s, 5m, 12h or 7d")
+        })?;
+        if d > MAX_DURATION {
+            return Err(format!(
+                "`{s}` is longer than 100 years; write it like 90s, 5m, 12h or 7d"
+            ));
+        }
+        Ok(Duration(d))
     }
 }
 
@@ -266,5 +285,42 @@ mod tests {
         assert_eq!("90s".parse::<Duration>().unwrap().0.as_secs(), 90);
         assert_eq!("7d".parse::<Duration>().unwrap().0.as_secs(), 7 * 86400);
         assert!("soon".parse::<Duration>().is_err());
+    }
+
+    #[test]
+    fn sizes_and_durations_too_big_to_add_are_refused() {
+        assert!("18446744073709551615".parse::<ByteSize>().is_err());
+        assert!("16E".parse::<ByteSize>().is_err());
+        assert!("1E".parse::<ByteSize>().is_ok());
+        assert!("500000000000y".parse::<Duration>().is_err());
+        assert!("100y".parse::<Duration>().is_ok());
+    }
+
+    proptest::proptest! {
+        /// Nothing a user types makes a parser panic; what they accept stays within the
+        /// bounds that keep the sums and deadlines built from them in range.
+        #[test]
+        fn parsers_never_panic_and_stay_in_bounds(text in "\\PC{0,24}") {
+            if let Ok(b) = text.parse::<ByteSize>() {
+                proptest::prop_assert!(b.0 <= MAX_BYTES);
+            }
+            if let Ok(d) = text.parse::<Duration>() {
+                proptest::prop_assert!(d.0 <= MAX_DURATION);
+                proptest::prop_assert!(std::time::Instant::now().checked_add(d.0).is_some());
+            }
+            let _ = text.parse::<Timestamp>();
+        }
+
+        #[test]
+        fn numbers_with_units_parse_or_refuse(n in proptest::prelude::any::<u64>(),
+                                              unit in "(|K|M|G|T|P|E|KiB|MiB|GiB|s|m|h|d|y)") {
+            let text = format!("{n}{unit}");
+            if let Ok(b) = text.parse::<ByteSize>() {
+                proptest::prop_assert!(b.0 <= MAX_BYTES);
+            }
+            if let Ok(d) = text.parse::<Duration>() {
+                proptest::prop_assert!(d.0 <= MAX_DURATION);
+            }
+        }
     }
 }

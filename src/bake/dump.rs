@@ -99,7 +99,9 @@ impl Feed {
 /// The database a `USE` statement selects.
 fn used_database(stmt: &Statement) -> String {
     let text = String::from_utf8_lossy(&stmt.text);
-    let rest = text.trim_start()[3..].trim();
+    // After what comes before the keyword (comments, in any script): `USE` itself is ASCII.
+    let rest = super::split::skip_to_first_word(&text);
+    let rest = rest.get(3..).unwrap_or_default().trim();
     let rest = rest.trim_end_matches(';').trim();
     match rest.strip_prefix('`').and_then(|r| r.strip_suffix('`')) {
         Some(quoted) => quoted.replace("``", "`"),
@@ -250,4 +252,26 @@ fn explain(failure: ClientFailure, feed: &Feed, path: &Path, last: usize) -> any
         fed.line,
         path.display()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stmt(text: &str) -> Statement {
+        Statement {
+            number: 1,
+            line: 1,
+            text: text.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_database_of_a_use_after_a_comment_is_read_after_the_comment() {
+        // Sliced at a byte offset, this panicked (inside the é) or named the wrong database.
+        assert_eq!(used_database(&stmt("/*é*/USE db;")), "db");
+        assert_eq!(used_database(&stmt("-- déjà\nUSE `shop`")), "shop");
+        assert_eq!(used_database(&stmt("  USE `we``ird`;")), "we`ird");
+        assert_eq!(used_database(&stmt("/*ééé*/ USE ünï")), "ünï");
+    }
 }

@@ -38,6 +38,31 @@ pub struct Statement {
     pub text: Vec<u8>,
 }
 
+/// `text` from its next word on: whitespace and comments before it skipped, and the
+/// opening of a versioned comment (`/*!40101 `), whose content the server runs.
+pub fn skip_to_first_word(mut rest: &str) -> &str {
+    loop {
+        rest = rest.trim_start();
+        if let Some(r) = rest.strip_prefix("/*!") {
+            rest = r.trim_start_matches(|c: char| c.is_ascii_digit());
+            continue;
+        }
+        if let Some(r) = rest.strip_prefix("/*") {
+            rest = r.split_once("*/").map_or("", |(_, after)| after);
+            continue;
+        }
+        if let Some(r) = rest.strip_prefix("*/") {
+            rest = r;
+            continue;
+        }
+        if rest.starts_with("--") || rest.starts_with('#') {
+            rest = rest.split_once('\n').map_or("", |(_, after)| after);
+            continue;
+        }
+        return rest;
+    }
+}
+
 impl Statement {
     /// Its first `n` characters after any leading comments, for messages (bytes that are
     /// not UTF-8 shown as �).
@@ -61,23 +86,7 @@ impl Statement {
         let mut rest = text.as_str();
         let mut out = Vec::new();
         while out.len() < words {
-            rest = rest.trim_start();
-            if let Some(r) = rest.strip_prefix("/*!") {
-                rest = r.trim_start_matches(|c: char| c.is_ascii_digit());
-                continue;
-            }
-            if let Some(r) = rest.strip_prefix("/*") {
-                rest = r.split_once("*/").map_or("", |(_, after)| after);
-                continue;
-            }
-            if let Some(r) = rest.strip_prefix("*/") {
-                rest = r;
-                continue;
-            }
-            if rest.starts_with("--") || rest.starts_with('#') {
-                rest = rest.split_once('\n').map_or("", |(_, after)| after);
-                continue;
-            }
+            rest = skip_to_first_word(rest);
             let end = rest
                 .find(|c: char| c.is_whitespace() || "(`;*/".contains(c))
                 .unwrap_or(rest.len());

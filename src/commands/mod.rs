@@ -28,26 +28,67 @@ pub mod unprotect;
 #[cfg(test)]
 mod snapshots;
 
-use crate::cli::{BaselineCommand, Command};
+use crate::access::{Grant, Need};
+use crate::cli::{BaselineCommand, Command, PoolCommand};
 use crate::host::Host;
 use anyhow::Result;
 
-/// Refuses (exit 77) what the caller may not do: another user's branch, host-wide work
-/// for a non-admin, anything for someone outside the users group. Root passes.
-pub fn authorize(host: &Host, command: &Command) -> Result<()> {
-    let need = crate::access::need(command);
-    let owner = match &need {
-        crate::access::Need::Owner(name) => {
-            crate::store::records::load(&host.layout, name)?.map(|r| match r.owner_uid {
-                // The uid decides where it is known (a renamed user keeps their branches).
-                Some(uid) if uid == host.caller.uid => host.caller.name.clone(),
-                _ => r.owner,
-            })
+/// What `command` needs of its caller (the policy of each need is `access`'s).
+pub fn need(command: &Command) -> Need {
+    use Command as C;
+    match command {
+        C::Reset(a) => Need::owner(&a.name),
+        C::Delete(a) => Need::owner(&a.name),
+        C::Start(a) | C::Stop(a) | C::Unprotect(a) => Need::owner(&a.name),
+        C::Env(a) => Need::owner(&a.name),
+        C::Extend(a) => Need::owner(&a.name),
+        C::Protect(a) => Need::owner(&a.name),
+        // A copy of another branch or checkpoint is a read of it (and `--clean` stops it).
+        C::Create(a) => Need::Owner(
+            std::iter::once(a.name.clone())
+                .chain(a.from.as_ref().map(|f| f.name.clone()))
+                .collect(),
+        ),
+        C::Checkpoint(a) => match &a.command {
+            Some(crate::cli::CheckpointCommand::Delete { name, .. }) => Need::owner(name),
+            None => match &a.name {
+                Some(n) => Need::owner(n),
+                None => Need::User,
+            },
+        },
+        C::Checkpoints(a) => Need::owner(&a.name),
+        // diff checks each side's owner itself (a side may be a generation).
+        C::Diff(_) => Need::User,
+        C::List(_) | C::Status(_) => Need::User,
+        C::Completions { .. } => Need::Anyone,
+        C::Baseline(BaselineCommand::List) => Need::User,
+        C::Pool(PoolCommand::List | PoolCommand::Status(_)) => Need::User,
+        // Who may release a slot (its claimant, or an admin) is the pool's to check.
+        C::Pool(PoolCommand::Claim(_) | PoolCommand::Release(_) | PoolCommand::Run(_)) => {
+            Need::User
         }
-        _ => None,
-    };
-    host.caller
-        .check(&host.config.access, &need, owner.as_deref())?;
+        C::MigrateCheck(a) => match &a.branch {
+            Some(b) => Need::owner(b),
+            None => Need::Admin,
+        },
+        C::Daemon => Need::Root,
+        C::Init(_)
+        | C::Baseline(_)
+        | C::Doctor(_)
+        | C::StopIdle(_)
+        | C::Gc(_)
+        | C::Bake(_)
+        | C::Pool(_) => Need::Admin,
+    }
+}
+
+/// The policy's grant for `command` from `host.caller` (exit 77 when refused): the need,
+/// and for one an admin alone may ask (`create --owner` someone else).
+pub fn authorize(host: &Host, command: &Command) -> Result<Grant> {
+    let owner_of =
+        |name: &crate::branch::BranchName| crate::store::records::load(&host.layout, name);
+    let grant =
+        crate::access::authorize(&host.caller, &host.config.access, need(command), &owner_of)?;
     if host.caller.role(&host.config.access) != crate::access::Role::Admin {
         if let Command::Create(a) = command {
             if let Some(o) = a.owner.as_deref().filter(|o| *o != host.caller.name) {
@@ -57,11 +98,25 @@ pub fn authorize(host: &Host, command: &Command) -> Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(grant)
 }
 
-/// Runs a command that needs the host (all but `completions` and `doctor`).
-pub fn dispatch(host: &Host, command: &Command) -> Result<()> {
+/// Runs a command that needs nothing of this host (`access::Route::Anywhere`).
+pub fn dispatch_anywhere(
+    printer: &crate::printer::Printer,
+    grant: &Grant,
+    command: &Command,
+) -> Result<()> {
+    debug_assert_eq!(grant.need(), &need(command));
+    match command {
+        Command::Completions { shell } => completions::run(printer, *shell),
+        _ => unreachable!("only commands that need nothing run anywhere"),
+    }
+}
+
+/// Runs a command the policy granted.
+pub fn dispatch(host: &Host, grant: &Grant, command: &Command, config_note: &str) -> Result<()> {
+    debug_assert_eq!(grant.need(), &need(command));
     match command {
         Command::Init(a) => init::run(host, a),
         Command::Baseline(BaselineCommand::Create(a)) => baseline::create::run(host, a),
@@ -90,8 +145,62 @@ pub fn dispatch(host: &Host, command: &Command) -> Result<()> {
         Command::Checkpoint(a) => checkpoint::run(host, a),
         Command::Checkpoints(a) => checkpoint::list_run(host, a),
         Command::Diff(a) => diff::run(host, a),
-        Command::Doctor(_) | Command::Completions { .. } | Command::Daemon => {
-            unreachable!("run without a host by lib::run")
+        Command::Doctor(a) => doctor::run(host, a, config_note),
+        Command::Daemon => crate::service::daemon::serve(
+            host.config_file
+                .as_deref()
+                .unwrap_or(std::path::Path::new(crate::config::DEFAULT_CONFIG_PATH)),
+        ),
+        Command::Completions { shell } => completions::run(&host.printer, *shell),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn need_of(args: &[&str]) -> Need {
+        let mut argv = vec!["db-branch"];
+        argv.extend(args);
+        need(&crate::cli::Cli::try_parse_from(argv).unwrap().command)
+    }
+
+    #[test]
+    fn branch_commands_need_the_owner_and_host_commands_an_admin() {
+        let a: crate::branch::BranchName = "a".parse().unwrap();
+        for args in [
+            &["reset", "a"][..],
+            &["delete", "a"],
+            &["env", "a"],
+            &["stop", "a"],
+            &["start", "a"],
+            &["extend", "a", "--ttl", "1h"],
+            &["protect", "a"],
+            &["create", "a"],
+            &["checkpoints", "a"],
+            &["checkpoint", "a"],
+        ] {
+            assert_eq!(need_of(args), Need::owner(&a), "{args:?}");
         }
+        assert_eq!(
+            need_of(&["create", "a", "--from", "b@c1"]),
+            Need::Owner(vec![a.clone(), "b".parse().unwrap()])
+        );
+        for args in [&["list"][..], &["status", "a"], &["baseline", "list"]] {
+            assert_eq!(need_of(args), Need::User, "{args:?}");
+        }
+        for args in [
+            &["gc"][..],
+            &["bake", "--from", "file:/x.sql"],
+            &["baseline", "create", "--empty"],
+            &["init"],
+            &["doctor"],
+            &["doctor", "--repair"],
+        ] {
+            assert_eq!(need_of(args), Need::Admin, "{args:?}");
+        }
+        assert_eq!(need_of(&["daemon"]), Need::Root);
+        assert_eq!(need_of(&["completions", "bash"]), Need::Anyone);
     }
 }

@@ -16,12 +16,14 @@ fn run(sim: &mut SimHost, json: bool, args: &str) -> String {
     let cli = Cli::try_parse_from(argv).expect("test arguments parse");
     let (printer, out) = Printer::capturing(json);
     sim.host.printer = printer;
+    let grant = super::authorize(&sim.host, &cli.command).expect("root may do anything");
+    let note = "/etc/db-branch/config.toml (valid)";
     match &cli.command {
-        crate::cli::Command::Doctor(a) => {
+        crate::cli::Command::Doctor(_) => {
             // Doctor fails (exit 1) when a check fails; its report is printed either way.
-            let _ = super::doctor::run(&sim.host, a, "/etc/db-branch/config.toml (valid)");
+            let _ = super::dispatch(&sim.host, &grant, &cli.command, note);
         }
-        command => super::dispatch(&sim.host, command).expect("command succeeds"),
+        command => super::dispatch(&sim.host, &grant, command, note).expect("command succeeds"),
     }
     let text = out.lock().unwrap().clone();
     text

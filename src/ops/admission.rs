@@ -22,8 +22,12 @@ pub struct Ceiling {
 }
 
 impl Ceiling {
+    /// Saturating: a buffer pool typed as 16 EiB is a ceiling nothing fits under, never a
+    /// sum that wraps round to a small one.
     pub fn total(&self) -> u64 {
-        self.buffer_pool + self.allowance + self.extra
+        self.buffer_pool
+            .saturating_add(self.allowance)
+            .saturating_add(self.extra)
     }
 }
 
@@ -49,7 +53,7 @@ pub fn ceiling(host: &Host, record: &BranchRecord) -> Ceiling {
     Ceiling {
         buffer_pool: record.buffer_pool.bytes(),
         allowance,
-        extra: instrumentation(host, record) + pool_growth,
+        extra: instrumentation(host, record).saturating_add(pool_growth),
     }
 }
 

@@ -198,6 +198,14 @@ fn apply<'a>(
         undo.push("remove the branch's record and directory", move || {
             records::remove_dir(&host.layout, &n)
         });
+        // Secrets under this name are no one's now (no record, and we hold its lock): left
+        // by a create that failed before its undo ran. Never reused: this branch gets its
+        // own, and a failed create takes them away again.
+        crate::store::secrets::remove(&host.layout, &name)?;
+        let n = name.clone();
+        undo.push("remove the branch's password", move || {
+            crate::store::secrets::remove(&host.layout, &n)
+        });
         records::save(&host.layout, record)?;
         crate::failpoint::hit("create:after-record");
         reservation
@@ -455,6 +463,21 @@ mod tests {
         assert!(sim.storage.with_state(|s| s.branches.is_empty()));
         assert!(!sim.host.layout.branch_dir(&name("a")).exists());
         assert!(sim.services.with_state(|s| s.units.is_empty()));
+        // Its password went with it: the next creator of the name never inherits it.
+        assert!(!sim.host.layout.secrets_dir(&name("a")).exists());
+    }
+
+    #[test]
+    fn a_password_left_under_the_name_is_not_reused() {
+        let sim = sim_host();
+        let dir = sim.host.layout.secrets_dir(&name("a"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("password"), "LeftByAnEarlierCreateLeftByAnEar\n").unwrap();
+        create(&sim.host, &args("a")).unwrap();
+        let now = crate::store::secrets::password(&sim.host.layout, &name("a"))
+            .unwrap()
+            .unwrap();
+        assert_ne!(now, "LeftByAnEarlierCreateLeftByAnEar");
     }
 
     #[test]

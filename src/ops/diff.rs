@@ -135,11 +135,12 @@ pub fn diff(host: &Host, a: &Target, b: &Target, data: bool) -> Result<DiffRepor
     // Another user's branch is theirs to compare.
     for t in [a, b] {
         if let Target::Branch(r) = t {
-            let owner = super::record::require(host, &r.name)?.owner;
+            let record = super::record::require(host, &r.name)?;
             host.caller.check(
                 &host.config.access,
-                &Need::Owner(r.name.clone()),
-                Some(&owner),
+                &Need::owner(&r.name),
+                &r.name,
+                Some(&record),
             )?;
         }
     }

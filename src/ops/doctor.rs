@@ -251,6 +251,8 @@ pub enum Repair {
     Repaired,
     /// Another invocation holds it: left alone.
     SkippedInUse,
+    /// Under the branch's lock it was no longer so (a command finished meanwhile): left.
+    Resolved,
     Failed(String),
 }
 
@@ -260,6 +262,7 @@ impl std::fmt::Display for Repair {
             Repair::Found => f.write_str("found"),
             Repair::Repaired => f.write_str("repaired"),
             Repair::SkippedInUse => f.write_str("skipped (in use)"),
+            Repair::Resolved => f.write_str("left (no longer so)"),
             Repair::Failed(e) => write!(f, "repair failed: {e}"),
         }
     }
@@ -285,15 +288,31 @@ pub struct Finding {
     pub action: Repair,
 }
 
+/// Takes the lock (`lock` returns once it is held, and keeps it until this returns), judges
+/// the finding again (`still`), and only then repairs: true when it did, false when the
+/// finding was no longer so.
+fn repair_under_lock<G>(
+    lock: impl FnOnce() -> Result<G>,
+    still: &dyn Fn() -> Result<bool>,
+    f: &dyn Fn() -> Result<()>,
+) -> Result<bool> {
+    let _held = lock()?;
+    if !still()? {
+        return Ok(false);
+    }
+    f().map(|()| true)
+}
+
 /// Looks for orphans and, with `repair`, removes them. Branches another command holds are
 /// left alone (their lock says someone is working on them).
 pub fn orphans(host: &Host, repair: bool) -> Result<Vec<Finding>> {
     host.storage.open()?;
     let mut findings = Vec::new();
-    let mut note = |kind: FindingKind, subject: String, outcome: Option<Result<()>>| {
+    let mut note = |kind: FindingKind, subject: String, outcome: Option<Result<bool>>| {
         let action = match outcome {
             None => Repair::Found,
-            Some(Ok(())) => Repair::Repaired,
+            Some(Ok(true)) => Repair::Repaired,
+            Some(Ok(false)) => Repair::Resolved,
             Some(Err(e)) if locks::is_busy(&e) => Repair::SkippedInUse,
             Some(Err(e)) => Repair::Failed(format!("{e:#}")),
         };
@@ -306,22 +325,30 @@ pub fn orphans(host: &Host, repair: bool) -> Result<Vec<Finding>> {
     let try_lock = |name: &BranchName| {
         locks::try_lock(&host.layout.branch_lock(name), &format!("branch {name}"))
     };
-    let fix = |name: &BranchName, f: &dyn Fn() -> Result<()>| -> Option<Result<()>> {
-        repair.then(|| {
-            let _lock = try_lock(name)?;
-            f()
-        })
+    // What was found without the lock is judged again with it: a command that held the
+    // branch a moment ago may have finished it meanwhile (then it is left alone).
+    let fix = |name: &BranchName,
+               still: &dyn Fn() -> Result<bool>,
+               f: &dyn Fn() -> Result<()>|
+     -> Option<Result<bool>> {
+        repair.then(|| repair_under_lock(|| try_lock(name), still, f))
     };
+    let record_of = |name: &BranchName| records::load(&host.layout, name);
 
     let listed = records::list(&host.layout)?;
     let recorded: BTreeSet<BranchName> = listed.iter().map(|r| r.name.clone()).collect();
     for r in &listed {
         // A record still `creating` whose branch lock nobody holds: its create died.
         if r.phase == Phase::Creating && try_lock(&r.name).is_ok() {
-            let outcome = fix(&r.name, &|| discard(host, &r.name));
+            let half_made = || Ok(record_of(&r.name)?.is_some_and(|r| r.phase == Phase::Creating));
+            let outcome = fix(&r.name, &half_made, &|| discard(host, &r.name));
             note(FindingKind::HalfMadeBranch, r.name.to_string(), outcome);
         } else if r.phase == Phase::Ready && !host.storage.branch_exists(&r.name)? {
-            let outcome = fix(&r.name, &|| discard(host, &r.name));
+            let lost = || {
+                Ok(record_of(&r.name)?.is_some_and(|r| r.phase == Phase::Ready)
+                    && !host.storage.branch_exists(&r.name)?)
+            };
+            let outcome = fix(&r.name, &lost, &|| discard(host, &r.name));
             note(
                 FindingKind::RecordWithoutStorage,
                 r.name.to_string(),
@@ -336,8 +363,9 @@ pub fn orphans(host: &Host, repair: bool) -> Result<Vec<Finding>> {
         // Storage that carries its own metadata (ZFS user properties) gets its record back;
         // anything else is an orphan.
         let meta = host.storage.get_branch_metadata(&name).unwrap_or_default();
+        let unrecorded = || Ok(record_of(&name)?.is_none() && host.storage.branch_exists(&name)?);
         if let Some(record) = records::from_metadata(&name, &meta) {
-            let outcome = fix(&name, &|| {
+            let outcome = fix(&name, &unrecorded, &|| {
                 host.server
                     .prepare_runtime_dir(&host.layout.run_dir(&name))?;
                 records::save(&host.layout, &record)?;
@@ -345,13 +373,15 @@ pub fn orphans(host: &Host, repair: bool) -> Result<Vec<Finding>> {
             });
             note(FindingKind::RecordRebuilt, name.to_string(), outcome);
         } else {
-            let outcome = fix(&name, &|| discard(host, &name));
+            let outcome = fix(&name, &unrecorded, &|| discard(host, &name));
             note(FindingKind::StorageWithoutRecord, name.to_string(), outcome);
         }
     }
     for name in host.services.running_branches()? {
         if !recorded.contains(&name) && !host.storage.branch_exists(&name)? {
-            let outcome = fix(&name, &|| {
+            let serverless =
+                || Ok(record_of(&name)?.is_none() && !host.storage.branch_exists(&name)?);
+            let outcome = fix(&name, &serverless, &|| {
                 let l = launch(host, &name);
                 host.services.kill(&l)?;
                 host.services.forget(&l)
@@ -368,7 +398,10 @@ pub fn orphans(host: &Host, repair: bool) -> Result<Vec<Finding>> {
             let has_record = recorded.contains(&name)
                 || records::load(&host.layout, &name).ok().flatten().is_some();
             if !has_record && entry.path().is_dir() {
-                let outcome = fix(&name, &|| records::remove_dir(&host.layout, &name));
+                let unrecorded = || Ok(record_of(&name)?.is_none());
+                let outcome = fix(&name, &unrecorded, &|| {
+                    records::remove_dir(&host.layout, &name)
+                });
                 note(
                     FindingKind::DirectoryWithoutRecord,
                     name.to_string(),
@@ -378,7 +411,11 @@ pub fn orphans(host: &Host, repair: bool) -> Result<Vec<Finding>> {
         }
     }
     for (path, pid) in reservations::stale(&host.layout) {
-        let outcome = repair.then(|| std::fs::remove_file(&path).map_err(Into::into));
+        let outcome = repair.then(|| {
+            std::fs::remove_file(&path)
+                .map(|()| true)
+                .map_err(Into::into)
+        });
         note(
             FindingKind::StaleReservation,
             format!("{} (pid {pid})", path.display()),
@@ -389,7 +426,14 @@ pub fn orphans(host: &Host, repair: bool) -> Result<Vec<Finding>> {
         // A build in progress holds the baseline lock.
         let busy = locks::try_lock(&host.layout.baseline_lock(), "baseline");
         let outcome = match busy {
-            Ok(_held) if repair => Some(host.storage.abandon_baseline(gen)),
+            // Judged again under the lock: the build may have sealed it meanwhile.
+            Ok(_held) if repair => Some(host.storage.workspaces().and_then(|now| {
+                if now.contains(&gen) {
+                    host.storage.abandon_baseline(gen).map(|()| true)
+                } else {
+                    Ok(false)
+                }
+            })),
             Ok(_) => None,
             Err(e) => repair.then_some(Err(e)),
         };
@@ -406,7 +450,7 @@ pub fn orphans(host: &Host, repair: bool) -> Result<Vec<Finding>> {
         };
         for what in partial {
             let o = outcome.as_ref().map(|r| match r {
-                Ok(()) => Ok(()),
+                Ok(()) => Ok(true),
                 Err(e) => Err(anyhow::anyhow!("{e:#}")),
             });
             note(FindingKind::PartialReceive, what, o);
@@ -458,6 +502,20 @@ mod tests {
 #[cfg(test)]
 mod orphan_tests {
     use super::*;
+
+    #[test]
+    fn a_finding_put_right_meanwhile_is_left_alone() {
+        let repaired = std::cell::Cell::new(false);
+        let f = || {
+            repaired.set(true);
+            Ok(())
+        };
+        // Found without the lock; under it, the create had finished: nothing is removed.
+        let out = repair_under_lock(|| Ok(()), &|| Ok(false), &f).unwrap();
+        assert!(!out && !repaired.get());
+        let out = repair_under_lock(|| Ok(()), &|| Ok(true), &f).unwrap();
+        assert!(out && repaired.get());
+    }
     use crate::branch::{Generation, Phase};
     use crate::ops::create::create;
     use crate::ops::create::CreateOptions;

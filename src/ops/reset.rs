@@ -161,7 +161,11 @@ mod tests {
         let sim = sim_host();
         make(&sim);
         let mut opts = ResetOptions::named(name("a"));
-        opts.ttl = Some("1000000y".parse().unwrap());
+        // Past any timestamp (the parser refuses such a duration; a config or caller that
+        // builds one otherwise meets this check).
+        opts.ttl = Some(crate::values::Duration(std::time::Duration::from_secs(
+            1 << 62,
+        )));
         let e = reset(&sim.host, &opts).unwrap_err();
         assert_eq!(exit_code(&e), EXIT_USAGE);
         assert_eq!(sim.services.with_state(|s| s.kills), 0);

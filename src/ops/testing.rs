@@ -67,6 +67,8 @@ pub fn sim_host() -> SimHost {
             uid: 0,
             gids: vec![0],
             name: "root".into(),
+            cwd: None,
+            pid: None,
         },
         config_file: None,
         config,

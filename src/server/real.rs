@@ -69,9 +69,39 @@ impl Server for RealServer {
 
     fn prepare_runtime_dir(&self, dir: &Path) -> Result<()> {
         let (uid, gid) = user_ids(&self.binary.user)?;
+        // `run/` is the server user's, so `run/tmp` is whatever that user left there: a link
+        // planted in its place is removed, and the owner is given through a descriptor of
+        // the real directory (O_NOFOLLOW), never by path.
         for d in [dir.to_path_buf(), dir.join("tmp")] {
-            fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
-            nix::unistd::chown(&d, Some(uid), Some(gid))
+            match fs::symlink_metadata(&d) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => fs::remove_file(&d)
+                    .with_context(|| format!("removing {} (not a directory)", d.display()))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e).with_context(|| format!("reading {}", d.display())),
+            }
+            if d == dir {
+                if let Some(parent) = dir.parent() {
+                    fs::create_dir_all(parent)
+                        .with_context(|| format!("creating {}", parent.display()))?;
+                }
+            }
+            match fs::create_dir(&d) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                    return Err(e).with_context(|| format!("creating {}", d.display()))
+                }
+                _ => {}
+            }
+            let fd = nix::fcntl::open(
+                &d,
+                nix::fcntl::OFlag::O_RDONLY
+                    | nix::fcntl::OFlag::O_DIRECTORY
+                    | nix::fcntl::OFlag::O_NOFOLLOW
+                    | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .with_context(|| format!("opening {} (not through a link)", d.display()))?;
+            nix::unistd::fchown(&fd, Some(uid), Some(gid))
                 .with_context(|| format!("chown {} to {}", d.display(), self.binary.user))?;
         }
         Ok(())

@@ -25,7 +25,31 @@ trait Manager1 {
         stdout: Fd<'_>,
         stderr: Fd<'_>,
         status: Fd<'_>,
+        cwd: Fd<'_>,
     ) -> zbus::Result<()>;
+}
+
+/// The arguments the service gets: the command line without `--config` (the config goes in
+/// its own argument, which the service checks; its worker refuses one in the arguments).
+pub fn forwarded_args(args: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut args = args.peekable();
+    while let Some(a) = args.next() {
+        if a == "--" {
+            out.push(a);
+            out.extend(args.by_ref());
+            break;
+        }
+        if a == "--config" {
+            args.next();
+            continue;
+        }
+        if a.starts_with("--config=") {
+            continue;
+        }
+        out.push(a);
+    }
+    out
 }
 
 /// Runs `args` (db-branch's arguments, without the program name) through the service;
@@ -37,6 +61,9 @@ pub fn forward(args: Vec<String>, config: &Path) -> Result<u8> {
         .collect();
     let (status_r, status_w) = nix::unistd::pipe().context("making a pipe")?;
     let config = std::fs::canonicalize(config).unwrap_or_else(|_| config.to_path_buf());
+    // Where relative paths in the command start: a descriptor of this directory, so the
+    // service learns where we are rather than where we say we are.
+    let cwd = std::fs::File::open(".").context("opening the working directory")?;
     zbus::block_on(async {
         let conn = zbus::Connection::system()
             .await
@@ -58,6 +85,7 @@ pub fn forward(args: Vec<String>, config: &Path) -> Result<u8> {
                 Fd::from(&stdout),
                 Fd::from(&stderr),
                 Fd::from(&status_w),
+                Fd::from(&cwd),
             )
             .await
             .map_err(refused_or_unreachable)
@@ -86,6 +114,9 @@ fn unreachable_service(e: zbus::Error) -> anyhow::Error {
 
 fn refused_or_unreachable(e: zbus::Error) -> anyhow::Error {
     match &e {
+        zbus::Error::MethodError(name, msg, _) if name.as_str().ends_with("LimitsExceeded") => {
+            Error::new(Kind::Refused, msg.clone().unwrap_or_else(|| e.to_string())).into()
+        }
         zbus::Error::MethodError(name, msg, _) if name.as_str().ends_with("AccessDenied") => {
             Error::new(Kind::Permission, msg.clone().unwrap_or_else(|| e.to_string())).into()
         }
@@ -100,5 +131,25 @@ fn refused_or_unreachable(e: zbus::Error) -> anyhow::Error {
             .into()
         }
         _ => anyhow::Error::from(e).context(format!("calling the db-branch service {BUS_NAME}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_config_is_not_forwarded_in_the_arguments() {
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            super::forwarded_args(
+                args(&["--config", "/x", "create", "a", "--config=/y", "--json"]).into_iter()
+            ),
+            args(&["create", "a", "--json"])
+        );
+        assert_eq!(
+            super::forwarded_args(
+                args(&["pool", "run", "p", "--", "t", "--config", "c"]).into_iter()
+            ),
+            args(&["pool", "run", "p", "--", "t", "--config", "c"])
+        );
     }
 }

@@ -21,6 +21,8 @@ pub const SECRET_FILE_ENV: &str = "DB_BRANCH_MYSQL_PWD_FILE";
 struct Manager {
     /// The config file this service serves (callers must name the same one, or none).
     config: PathBuf,
+    /// Commands running for each uid (`access.max_operations_per_user` caps it).
+    running: std::sync::Arc<std::sync::Mutex<HashMap<u32, u32>>>,
     /// db-branch itself, run as the command.
     exe: PathBuf,
     /// `RuntimeDirectory=` of the unit: private files handed to commands.
@@ -44,6 +46,7 @@ impl Manager {
         stdout: Fd<'_>,
         stderr: Fd<'_>,
         status: Fd<'_>,
+        cwd: Fd<'_>,
     ) -> zbus::fdo::Result<()> {
         let sender = header
             .sender()
@@ -63,6 +66,36 @@ impl Manager {
                 self.config.display()
             )));
         }
+        // Nobody outside the groups gets a root process at all, and nobody gets many.
+        let access = crate::config::load(&self.config, false)
+            .map_err(|e| zbus::fdo::Error::Failed(format!("{e:#}")))?
+            .access;
+        let caller = crate::access::Caller {
+            uid,
+            gids: gids.clone(),
+            name: String::new(),
+            cwd: None,
+            pid: None,
+        };
+        let caller = crate::access::Caller {
+            name: crate::access::user_name(uid),
+            gids: crate::access::with_primary_first(uid, caller.gids),
+            ..caller
+        };
+        if caller.role(&access) == crate::access::Role::Outsider {
+            return Err(zbus::fdo::Error::AccessDenied(format!(
+                "{} may not use db-branch on this host: not in group {} (ask an admin:                  `sudo usermod -aG {} {}`)",
+                caller.name, access.users_group, access.users_group, caller.name
+            )));
+        }
+        let slot = RunningSlot::take(&self.running, uid, access.max_operations_per_user)
+            .ok_or_else(|| {
+                zbus::fdo::Error::LimitsExceeded(format!(
+                    "{} has {} db-branch commands running already (access.max_operations_per_user);                      wait for one to end",
+                    caller.name, access.max_operations_per_user
+                ))
+            })?;
+        let cwd = caller_directory(&cwd).map_err(zbus::fdo::Error::AccessDenied)?;
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let unit = format!("db-branch-u{uid}-{}-{n}.service", std::process::id());
         let mut environment = vec![
@@ -75,7 +108,11 @@ impl Manager {
                     .join(",")
             ),
             format!("{}={}", crate::config::CONFIG_ENV, self.config.display()),
+            format!("{}={}", crate::access::CALLER_CWD_ENV, cwd.display()),
         ];
+        if let Some(pid) = creds.process_id() {
+            environment.push(format!("{}={pid}", crate::access::CALLER_PID_ENV));
+        }
         let mut secret_file = None;
         for (k, v) in &env {
             if k == "MYSQL_PWD" {
@@ -122,6 +159,12 @@ impl Manager {
                 "AddRef".into(),
                 OwnedVariant::try_from(Variant::from(true))?,
             ),
+            // Helpers the command starts for the host (a pool's recycler) outlive it, as
+            // they do when root runs the command from a shell.
+            (
+                "KillMode".into(),
+                OwnedVariant::try_from(Variant::from("process"))?,
+            ),
             ("StandardInputFileDescriptor".into(), props(&stdin)?),
             ("StandardOutputFileDescriptor".into(), props(&stdout)?),
             ("StandardErrorFileDescriptor".into(), props(&stderr)?),
@@ -150,6 +193,7 @@ impl Manager {
         tracing::info!("uid {uid}: db-branch {first} as {unit}");
         let conn = conn.clone();
         std::thread::spawn(move || {
+            let _slot = slot;
             let code = zbus::block_on(wait_exit(&conn, &unit, job, removed)).unwrap_or_else(|e| {
                 tracing::warn!("{unit}: {e:#}");
                 1
@@ -203,6 +247,66 @@ async fn wait_exit(
     Ok(code)
 }
 
+/// One of a user's running commands; given back when dropped.
+struct RunningSlot {
+    running: std::sync::Arc<std::sync::Mutex<HashMap<u32, u32>>>,
+    uid: u32,
+}
+
+impl RunningSlot {
+    fn take(
+        running: &std::sync::Arc<std::sync::Mutex<HashMap<u32, u32>>>,
+        uid: u32,
+        max: u32,
+    ) -> Option<RunningSlot> {
+        let mut map = running.lock().unwrap_or_else(|e| e.into_inner());
+        let n = map.entry(uid).or_insert(0);
+        // Root is not limited: it could run db-branch itself.
+        if uid != 0 && *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(RunningSlot {
+            running: running.clone(),
+            uid,
+        })
+    }
+}
+
+impl Drop for RunningSlot {
+    fn drop(&mut self) {
+        let mut map = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = map.get_mut(&self.uid) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+/// The caller's working directory, from a descriptor of it they opened and passed: where
+/// they are, not a path they claim. Its use is checked again by the kernel, as the caller,
+/// when a command runs there for them (`access::run_as_caller`).
+fn caller_directory(fd: &Fd<'_>) -> std::result::Result<PathBuf, String> {
+    use std::os::fd::AsRawFd;
+    let raw = fd.as_raw_fd();
+    let stat = nix::sys::stat::fstat(fd).map_err(|e| format!("the working directory: {e}"))?;
+    if stat.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return Err("the descriptor given as the working directory is not a directory".into());
+    }
+    std::fs::read_link(format!("/proc/self/fd/{raw}"))
+        .map_err(|e| format!("the working directory: {e}"))
+        .and_then(|p| {
+            // (Not checked for existence here: this sandbox has its own /tmp.)
+            if p.is_absolute() && !p.to_string_lossy().ends_with(" (deleted)") {
+                Ok(p)
+            } else {
+                Err(format!(
+                    "the working directory {} is not reachable from here",
+                    p.display()
+                ))
+            }
+        })
+}
+
 fn same_file(a: &Path, b: &Path) -> bool {
     match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(x), Ok(y)) => x == y,
@@ -233,6 +337,7 @@ pub fn serve(config: &Path) -> Result<()> {
         .with_context(|| format!("creating {}", runtime_dir.display()))?;
     let manager = Manager {
         config: config.to_path_buf(),
+        running: Default::default(),
         exe,
         runtime_dir,
         next: AtomicU64::new(0),

@@ -73,7 +73,7 @@ pub fn reserved_except(layout: &Layout, except: &[&str]) -> u64 {
         .into_iter()
         .filter(|(_, name, pid, _)| !except.contains(&name.as_str()) && pid_alive(*pid))
         .map(|(_, _, _, bytes)| bytes)
-        .sum()
+        .fold(0, u64::saturating_add)
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::branch::BranchName;
 use crate::layout::Layout;
 use anyhow::{Context, Result};
 use std::fs;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 
 /// Length of a generated password. 32 characters from 62 give 190 bits.
@@ -52,7 +52,16 @@ pub fn password(layout: &Layout, name: &BranchName) -> Result<Option<String>> {
 /// besides root.
 pub fn ensure_password(layout: &Layout, name: &BranchName, owner: Option<u32>) -> Result<String> {
     if let Some(p) = password(layout, name)? {
-        return Ok(p);
+        // Only the owner's own file is theirs to keep: one given to anybody else (left by
+        // another user's create under this name) is replaced, never shown to this owner.
+        let path = layout.password_file(name);
+        let holder = fs::metadata(&path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .uid();
+        if holder == owner.unwrap_or(0) {
+            return Ok(p);
+        }
+        fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
     }
     ensure_dir(layout, name)?;
     let password = generate_password()?;

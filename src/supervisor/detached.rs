@@ -20,6 +20,10 @@ pub fn spawn(args: &[String], log: &Path) -> Result<()> {
         .open(log)
         .with_context(|| format!("opening {}", log.display()))?;
     let mut cmd = Command::new(&exe);
+    // A helper acts for the host, not for whoever's command started it.
+    for var in crate::access::CALLER_ENV {
+        cmd.env_remove(var);
+    }
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)

@@ -13,6 +13,7 @@ use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io::{BufReader, BufWriter, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 pub const MANIFEST: &str = "manifest.json";
@@ -210,7 +211,11 @@ impl Remote for Dir {
             })
             .ok_or_else(|| anyhow!("{} has no stream of {gen} as {shape:?}", self.describe()))?;
         let path = self.path.join(&entry.file);
-        let file = fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .with_context(|| format!("opening {} (not through a link)", path.display()))?;
         Ok(Box::new(FromFile(BufReader::with_capacity(1 << 20, file))))
     }
 
@@ -219,7 +224,20 @@ impl Remote for Dir {
         let partial = self
             .path
             .join(format!("{}.partial", Dir::file_name(header)));
-        let file = fs::File::create(&partial)
+        // The directory may be writable by others: a partial left there (or a link planted
+        // under its name) is removed, never written through, and ours is made new.
+        match fs::remove_file(&partial) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("removing {}", partial.display()))
+            }
+            _ => {}
+        }
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o644)
+            .open(&partial)
             .with_context(|| format!("creating {}", partial.display()))?;
         Ok(Box::new(ToFile {
             dir: self,

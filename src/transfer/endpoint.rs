@@ -55,6 +55,11 @@ impl FromStr for SshTarget {
             .host_str()
             .filter(|h| !h.is_empty())
             .ok_or_else(|| format!("{s:?} names no host; {FORMS}"))?;
+        if host.starts_with('-') || url.username().starts_with('-') {
+            return Err(format!(
+                "{s:?} begins its host or user with `-`, which ssh would take for an option; {FORMS}"
+            ));
+        }
         Ok(SshTarget {
             user: Some(url.username())
                 .filter(|u| !u.is_empty())
@@ -141,6 +146,8 @@ mod tests {
             ("ssh://", "no host"),
             ("ssh://h/var/lib", "has a path"),
             ("ssh://u:pw@h", "password"),
+            ("ssh://-oProxyCommand=x", "`-`"),
+            ("ssh://-oProxyCommand=x@h", "`-`"),
             ("file:", "no directory"),
             ("http://h", "not a place"),
         ] {

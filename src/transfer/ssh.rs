@@ -41,7 +41,9 @@ impl Ssh {
         if let Some(p) = self.target.port {
             cmd.arg("-p").arg(p.to_string());
         }
-        cmd.arg(self.target.destination()).arg("--");
+        // `--` first: the destination is never taken for one of ssh's options (the parser
+        // refuses a host or user beginning with `-` as well).
+        cmd.arg("--").arg(self.target.destination());
         let words: Vec<&str> = self
             .remote_command
             .iter()

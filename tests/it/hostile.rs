@@ -81,7 +81,25 @@ fn bad_input_is_refused_clearly_and_changes_nothing() {
             "ttl past what a timestamp holds",
             ok,
             &["create", "a", "--ttl", "1000000y"],
-            "too far",
+            "longer than 100 years",
+        ),
+        case(
+            "a buffer pool whose sum with others would wrap",
+            ok,
+            &["create", "a", "--buffer-pool", "18446744073709551615"],
+            "more than any host has",
+        ),
+        case(
+            "a claim's wait past what the clock can add (it panicked)",
+            ok,
+            &["pool", "claim", "p", "--wait", "500000000000y"],
+            "longer than 100 years",
+        ),
+        case(
+            "an ssh host that ssh would take for an option",
+            ok,
+            &["--host", "ssh://-oProxyCommand=x", "list"],
+            "which ssh would take for an option",
         ),
         case(
             "generation word",

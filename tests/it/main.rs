@@ -13,6 +13,7 @@ mod fleet;
 mod generated;
 mod history;
 mod hostile;
+mod hostile_bus;
 mod idle_ttl;
 mod lifecycle;
 mod memory;

@@ -475,3 +475,44 @@ fn servers_are_confined_and_state_files_private() {
     println!("systemd-analyze security exposure of the branch unit: {exposure}");
     assert!(exposure <= 4.0, "{line}");
 }
+
+#[test]
+#[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
+fn links_planted_where_others_write_are_not_followed() {
+    use std::os::unix::fs::MetadataExt;
+    let env = TestEnv::with_baseline();
+    // A stream directory anyone may write: a link planted as the next push's partial file
+    // (it pointed root's write at any file it liked).
+    let streams = env.root.join("streams");
+    std::fs::create_dir_all(&streams).unwrap();
+    let victim = env.root.join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    std::os::unix::fs::symlink(&victim, streams.join("gen-000001.full.stream.partial")).unwrap();
+    env.run_ok(&["baseline", "push", &format!("file:{}", streams.display())]);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert!(streams.join("gen-000001.full.stream").is_file());
+
+    // The server's user owns run/: a link it plants as run/tmp (it made root give any
+    // directory to the server's user).
+    env.run_ok(&["create", "b"]);
+    env.run_ok(&["stop", "b"]);
+    let tmp = env.root.join("branches/b/run/tmp");
+    std::fs::remove_dir_all(&tmp).unwrap();
+    let victim_dir = env.root.join("victim-dir");
+    std::fs::create_dir_all(&victim_dir).unwrap();
+    std::os::unix::fs::symlink(&victim_dir, &tmp).unwrap();
+    env.run_ok(&["start", "b"]);
+    assert_eq!(
+        std::fs::metadata(&victim_dir).unwrap().uid(),
+        0,
+        "still root's"
+    );
+    assert!(
+        std::fs::symlink_metadata(&tmp).unwrap().is_dir(),
+        "run/tmp is a directory of its own again"
+    );
+    assert_eq!(
+        checksum(port(&env.json(&["status", "b"]))),
+        checksum(port(&env.json(&["create", "c"])))
+    );
+}

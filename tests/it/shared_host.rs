@@ -40,7 +40,7 @@ impl Drop for Host {
     }
 }
 
-fn reload_bus() {
+pub(crate) fn reload_bus() {
     let _ = Command::new("busctl")
         .args([
             "call",
@@ -52,7 +52,7 @@ fn reload_bus() {
         .status();
 }
 
-fn ok(cmd: &mut Command) {
+pub(crate) fn ok(cmd: &mut Command) {
     let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
@@ -62,7 +62,7 @@ fn ok(cmd: &mut Command) {
 }
 
 /// `program` to be run by OS user `user` (their uid, gid and groups; no sudo).
-fn setpriv(user: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
+pub(crate) fn setpriv(user: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut cmd = Command::new("setpriv");
     cmd.args([
         &format!("--reuid={user}"),
@@ -76,7 +76,7 @@ fn setpriv(user: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
 }
 
 /// db-branch run by OS user `user`, against the test's config.
-fn as_user(bin: &Path, env: &TestEnv, user: &str, args: &[&str]) -> Output {
+pub(crate) fn as_user(bin: &Path, env: &TestEnv, user: &str, args: &[&str]) -> Output {
     setpriv(user, bin)
         .args(args)
         .env("DB_BRANCH_CONFIG", &env.config)
@@ -84,78 +84,133 @@ fn as_user(bin: &Path, env: &TestEnv, user: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn code(out: &Output) -> Option<i32> {
+pub(crate) fn code(out: &Output) -> Option<i32> {
     out.status.code()
 }
 
-fn stderr(out: &Output) -> String {
+pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-#[test]
-#[ignore = "needs root, systemd as PID 1 with a system bus and a server; run by scripts/test"]
-fn users_act_on_their_own_branches_through_the_service() {
-    assert_eq!(
-        db_branch::testkit::service(),
-        "systemd",
-        "db-branchd needs systemd: scripts/test runs this module in the systemd namespace"
-    );
-    let id = std::process::id();
-    let (users_group, admins_group) = (format!("dbbtu{id}"), format!("dbbtadm{id}"));
-    let (alice, bob, eve) = (
-        format!("dbbta{id}"),
-        format!("dbbtb{id}"),
-        format!("dbbte{id}"),
-    );
-    let env = TestEnv::new(
-        "",
-        &format!(
-            "[access]\nusers_group = \"{users_group}\"\nadmins_group = \"{admins_group}\"\nservice = true\n"
-        ),
-    );
-    let bin_dir = PathBuf::from(format!("/var/lib/dbbt/bin-{id}"));
-    let host = Host {
-        users: vec![alice.clone(), bob.clone(), eve.clone()],
-        groups: vec![users_group.clone(), admins_group.clone()],
-        unit: PathBuf::from("/run/systemd/system/db-branchd.service"),
-        bin_dir: bin_dir.clone(),
-    };
-    for g in &host.groups {
-        ok(Command::new("groupadd").arg(g));
-    }
-    for u in [&alice, &bob] {
+/// One db-branchd per host: the tests that install it take turns.
+static SERVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A shared host made for a test: groups, users (alice and bob in the users group, eve in
+/// neither), a root with db-branchd installed by `init`, and a generation. Everything goes
+/// when it is dropped.
+pub(crate) struct SharedHost {
+    pub env: TestEnv,
+    pub bin: PathBuf,
+    pub users_group: String,
+    pub admins_group: String,
+    pub alice: String,
+    pub bob: String,
+    pub eve: String,
+    pub unit: PathBuf,
+    _host: Host,
+    _service: std::sync::MutexGuard<'static, ()>,
+}
+
+impl SharedHost {
+    /// `extra_access`: more `[access]` keys.
+    pub fn new(tag: &str, extra_access: &str) -> SharedHost {
+        assert_eq!(
+            db_branch::testkit::service(),
+            "systemd",
+            "db-branchd needs systemd: scripts/test runs this module in the systemd namespace"
+        );
+        let service = SERVICE.lock().unwrap_or_else(|e| e.into_inner());
+        let id = format!("{tag}{}", std::process::id());
+        let (users_group, admins_group) = (format!("dbbtu{id}"), format!("dbbtadm{id}"));
+        let (alice, bob, eve) = (
+            format!("dbbta{id}"),
+            format!("dbbtb{id}"),
+            format!("dbbte{id}"),
+        );
+        let env = TestEnv::new(
+            "",
+            &format!(
+                "[access]\nusers_group = \"{users_group}\"\nadmins_group = \"{admins_group}\"\nservice = true\n{extra_access}"
+            ),
+        );
+        let bin_dir = PathBuf::from(format!("/var/lib/dbbt/bin-{id}"));
+        let host = Host {
+            users: vec![alice.clone(), bob.clone(), eve.clone()],
+            groups: vec![users_group.clone(), admins_group.clone()],
+            unit: PathBuf::from("/run/systemd/system/db-branchd.service"),
+            bin_dir: bin_dir.clone(),
+        };
+        for g in &host.groups {
+            ok(Command::new("groupadd").arg(g));
+        }
+        for u in [&alice, &bob] {
+            ok(Command::new("useradd").args([
+                "--no-create-home",
+                "--user-group",
+                "--shell",
+                "/usr/sbin/nologin",
+                "--groups",
+                &users_group,
+                u,
+            ]));
+        }
         ok(Command::new("useradd").args([
             "--no-create-home",
             "--user-group",
             "--shell",
             "/usr/sbin/nologin",
-            "--groups",
-            &users_group,
-            u,
+            &eve,
         ]));
+        // A copy every user may run (the build tree may not be reachable for them); the
+        // service's unit runs the copy that ran `init`.
+        std::fs::create_dir_all(&bin_dir).unwrap();
+        let bin = bin_dir.join("db-branch");
+        std::fs::copy(db_branch::testkit::bin(), &bin).unwrap();
+        ok(Command::new(&bin)
+            .args(["init"])
+            .env("DB_BRANCH_CONFIG", &env.config));
+        for f in BUS_FILES {
+            assert!(Path::new(f).exists(), "init installed {f}");
+        }
+        env.pull_fixture(db_branch::testkit::Fixture::Seed);
+        SharedHost {
+            env,
+            bin,
+            users_group,
+            admins_group,
+            alice,
+            bob,
+            eve,
+            unit: host.unit.clone(),
+            _host: host,
+            _service: service,
+        }
     }
-    ok(Command::new("useradd").args([
-        "--no-create-home",
-        "--user-group",
-        "--shell",
-        "/usr/sbin/nologin",
-        &eve,
-    ]));
-    // A copy every user may run (the build tree may not be reachable for them); the
-    // service's unit runs the copy that ran `init`.
-    std::fs::create_dir_all(&bin_dir).unwrap();
-    let bin = bin_dir.join("db-branch");
-    std::fs::copy(db_branch::testkit::bin(), &bin).unwrap();
-    ok(Command::new(&bin)
-        .args(["init"])
-        .env("DB_BRANCH_CONFIG", &env.config));
-    for f in BUS_FILES {
-        assert!(Path::new(f).exists(), "init installed {f}");
+
+    pub fn as_user(&self, user: &str, args: &[&str]) -> Output {
+        as_user(&self.bin, &self.env, user, args)
     }
+}
+
+#[test]
+#[ignore = "needs root, systemd as PID 1 with a system bus and a server; run by scripts/test"]
+fn users_act_on_their_own_branches_through_the_service() {
+    let shared = SharedHost::new("s", "");
+    let SharedHost {
+        env,
+        bin,
+        users_group,
+        alice,
+        bob,
+        eve,
+        unit,
+        ..
+    } = &shared;
+    let (env, bin, users_group, alice, bob, eve) = (env, bin, users_group, alice, bob, eve);
     // The service's sandbox, as systemd scores it (docs/security.md promises ≤ 4.0).
     let analyze = Command::new("systemd-analyze")
         .args(["security", "--offline=true"])
-        .arg(&host.unit)
+        .arg(unit)
         .output()
         .unwrap();
     let report = String::from_utf8_lossy(&analyze.stdout).into_owned();
@@ -166,10 +221,9 @@ fn users_act_on_their_own_branches_through_the_service() {
         .and_then(|x| x.parse().ok())
         .unwrap_or_else(|| panic!("no exposure level in:\n{report}"));
     assert!(exposure <= 4.0, "exposure {exposure}:\n{report}");
-    env.run_ok(&["baseline", "create", "--empty"]);
 
     // alice creates her branch, gets her own password, logs in with it, resets it.
-    let out = as_user(&bin, &env, &alice, &["--json", "create", "a1"]);
+    let out = as_user(bin, env, alice, &["--json", "create", "a1"]);
     assert_eq!(code(&out), Some(0), "{}", stderr(&out));
     let created: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(created["owner"], alice.as_str());
@@ -195,13 +249,13 @@ fn users_act_on_their_own_branches_through_the_service() {
     let answer = login(&password);
     assert!(answer.status.success(), "{}", stderr(&answer));
     assert_eq!(String::from_utf8_lossy(&answer.stdout).trim(), "42");
-    let out = as_user(&bin, &env, &alice, &["--json", "reset", "a1"]);
+    let out = as_user(bin, env, alice, &["--json", "reset", "a1"]);
     assert_eq!(code(&out), Some(0), "{}", stderr(&out));
-    let out = as_user(&bin, &env, &alice, &["env", "a1", "--format", "url"]);
+    let out = as_user(bin, env, alice, &["env", "a1", "--format", "url"]);
     assert_eq!(code(&out), Some(0), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains(&password));
     // Exit codes come through: a branch that does not exist is exit 2.
-    let out = as_user(&bin, &env, &alice, &["status", "nope"]);
+    let out = as_user(bin, env, alice, &["status", "nope"]);
     assert_eq!(code(&out), Some(2), "{}", stderr(&out));
 
     // bob may see alice's branch but not act on it, read its password or log in.
@@ -214,7 +268,7 @@ fn users_act_on_their_own_branches_through_the_service() {
         &["protect", "a1"],
         &["delete", "a1", "--yes"],
     ] {
-        let out = as_user(&bin, &env, &bob, args);
+        let out = as_user(bin, env, bob, args);
         assert_eq!(code(&out), Some(77), "bob {args:?}: {}", stderr(&out));
         assert!(
             stderr(&out).contains(&format!("not yours: owned by {alice}")),
@@ -222,28 +276,28 @@ fn users_act_on_their_own_branches_through_the_service() {
             stderr(&out)
         );
     }
-    let out = as_user(&bin, &env, &bob, &["--json", "status", "a1"]);
+    let out = as_user(bin, env, bob, &["--json", "status", "a1"]);
     assert_eq!(code(&out), Some(0), "{}", stderr(&out));
     let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(seen["connection"].get("password").is_none(), "{seen}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains(&password));
-    let cat = setpriv(&bob, "cat")
+    let cat = setpriv(bob, "cat")
         .arg(env.root.join("secrets/a1/password"))
         .output()
         .unwrap();
     assert!(!cat.status.success(), "bob read alice's password file");
     assert!(!login("").status.success() && !login("wrong").status.success());
     // Host-wide work is for admins.
-    let out = as_user(&bin, &env, &bob, &["gc"]);
+    let out = as_user(bin, env, bob, &["gc"]);
     assert_eq!(code(&out), Some(77), "{}", stderr(&out));
     // bob cannot take over alice's branch name, nor make one for her.
-    let out = as_user(&bin, &env, &bob, &["create", "a1"]);
+    let out = as_user(bin, env, bob, &["create", "a1"]);
     assert_eq!(code(&out), Some(77), "{}", stderr(&out));
-    let out = as_user(&bin, &env, &bob, &["create", "b1", "--owner", &alice]);
+    let out = as_user(bin, env, bob, &["create", "b1", "--owner", alice]);
     assert_eq!(code(&out), Some(77), "{}", stderr(&out));
 
     // Outside the group: a clear refusal.
-    let out = as_user(&bin, &env, &eve, &["list"]);
+    let out = as_user(bin, env, eve, &["list"]);
     assert_eq!(code(&out), Some(77), "{}", stderr(&out));
     assert!(
         stderr(&out).contains(&format!("not in group {users_group}")),
@@ -253,14 +307,14 @@ fn users_act_on_their_own_branches_through_the_service() {
 
     // What db-branch runs for a user runs as that user, never as root.
     env.run_ok(&["pool", "create", "p", "--size", "1"]);
-    let out = as_user(&bin, &env, &alice, &["pool", "run", "p", "--", "id", "-un"]);
+    let out = as_user(bin, env, alice, &["pool", "run", "p", "--", "id", "-un"]);
     assert_eq!(code(&out), Some(0), "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), alice.as_str());
     env.run_ok(&["--yes", "pool", "delete", "p"]);
 
     // A caller that goes away mid-command leaves no half-made branch: the command runs to
     // its end in its own unit.
-    let mut gone = setpriv(&alice, &bin)
+    let mut gone = setpriv(alice, bin)
         .args(["create", "a2"])
         .env("DB_BRANCH_CONFIG", &env.config)
         .stdout(std::process::Stdio::null())
@@ -298,18 +352,18 @@ fn users_act_on_their_own_branches_through_the_service() {
             .is_empty(),
         "{doctor}"
     );
-    let out = as_user(&bin, &env, &alice, &["delete", "a2", "--yes"]);
+    let out = as_user(bin, env, alice, &["delete", "a2", "--yes"]);
     assert_eq!(code(&out), Some(0), "{}", stderr(&out));
 
     // Root sees everything, owners included; alice deletes her branch.
     let all = env.json(&["list"]);
     assert_eq!(all[0]["owner"], alice.as_str(), "{all}");
-    let out = as_user(&bin, &env, &alice, &["delete", "a1", "--yes"]);
+    let out = as_user(bin, env, alice, &["delete", "a1", "--yes"]);
     assert_eq!(code(&out), Some(0), "{}", stderr(&out));
     assert_eq!(env.json(&["list"]), serde_json::json!([]));
     assert!(
         !env.root.join("secrets/a1").exists(),
         "secrets go with the branch"
     );
-    drop(host);
+    drop(shared);
 }

@@ -17,8 +17,15 @@ pub fn variables(host: &Host, claimed: &Claimed) -> (Vec<(&'static str, String)>
 /// The process that ran us — a test worker, or the shell of a script (`$(…)` runs a lone
 /// command in the shell's own child) — looking through `sudo` (one process, or two with
 /// `use_pty`), which exits as soon as we do.
-fn default_holder() -> u32 {
-    let mut pid = nix::unistd::getppid().as_raw() as u32;
+/// Through db-branchd, the same seen from the caller's own `db-branch` (the bus peer): this
+/// process's parent is the service manager, whose lease would never end.
+fn default_holder(host: &Host) -> u32 {
+    let parent = host
+        .caller
+        .pid
+        .and_then(parent_of)
+        .unwrap_or_else(|| nix::unistd::getppid().as_raw() as u32);
+    let mut pid = parent;
     for _ in 0..4 {
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
         if !matches!(comm.trim(), "sudo" | "doas") {
@@ -42,13 +49,40 @@ fn parent_of(pid: u32) -> Option<u32> {
         .ok()
 }
 
+/// `--pid`: a process of the caller's own (an admin's may be anyone's) — a lease held by a
+/// process that never ends (PID 1) would keep the slot from everyone.
+fn holder_of_caller(host: &Host, pid: u32) -> Result<u32> {
+    if host.caller.role(&host.config.access) == crate::access::Role::Admin {
+        return Ok(pid);
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let uid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|u| u.parse::<u32>().ok());
+    if uid == Some(host.caller.uid) {
+        Ok(pid)
+    } else {
+        Err(crate::error::Error::new(
+            crate::error::Kind::Permission,
+            format!("--pid {pid} is not a process of {}", host.caller.name),
+        )
+        .hint("name one of your own processes, or leave --pid out (the caller holds it)")
+        .into())
+    }
+}
+
 pub fn run(host: &Host, args: &PoolClaimArgs) -> Result<()> {
     let claimed = claim(
         host,
         &ClaimOptions {
             pool: args.name.clone(),
             wait: args.wait.map(|d| d.0),
-            holder: args.pid.unwrap_or_else(default_holder),
+            holder: match args.pid {
+                Some(pid) => holder_of_caller(host, pid)?,
+                None => default_holder(host),
+            },
         },
     )?;
     let (vars, url) = variables(host, &claimed);

@@ -34,14 +34,18 @@ const POLL: Duration = Duration::from_millis(10);
 pub fn claim(host: &Host, opts: &ClaimOptions) -> Result<Claimed> {
     let spec = require(host, &opts.pool)?;
     let dir = pool_dir(host, &opts.pool);
-    let lease = Lease::of(opts.holder, host.clock.now()).ok_or_else(|| {
+    let lease = Lease::of(opts.holder, host.clock.now(), host.caller.uid).ok_or_else(|| {
         Error::new(
             Kind::Usage,
             format!("process {} does not exist to hold the claim", opts.holder),
         )
         .hint("--pid names a running process whose exit releases the slot")
     })?;
-    let deadline = Instant::now() + opts.wait.unwrap_or_default();
+    let now = Instant::now();
+    // A wait too long to add to the clock waits as long as the clock can count.
+    let deadline = now
+        .checked_add(opts.wait.unwrap_or_default())
+        .unwrap_or(now + Duration::from_secs(100 * 366 * 86_400));
     let mut recycler_checked = false;
     loop {
         // Lowest first: a slot another claimant won costs one failed rename.
@@ -115,6 +119,24 @@ pub enum Released {
 pub fn release(host: &Host, pool: &PoolName, slot: usize) -> Result<Released> {
     let spec = require(host, pool)?;
     let dir = pool_dir(host, pool);
+    // Only its claimant (or an admin) may hand a slot back: anyone else would reset it
+    // under the tests of whoever holds it.
+    if host.caller.role(&host.config.access) != crate::access::Role::Admin {
+        if let Some(holder) = slots::lease(&dir, slot).and_then(|l| l.uid) {
+            if holder != host.caller.uid {
+                return Err(Error::new(
+                    Kind::Permission,
+                    format!(
+                        "slot {slot} of pool {pool} was claimed by {}, not {}",
+                        crate::access::user_name(holder),
+                        host.caller.name
+                    ),
+                )
+                .hint("its claimant releases it (or its process ends); or ask an admin")
+                .into());
+            }
+        }
+    }
     if slots::transition(&dir, slot, State::Claimed, State::Recycling)? {
         recycle::ensure_running(host, pool)?;
         return Ok(Released::Released);

@@ -42,6 +42,10 @@ pub struct Lease {
     /// Clock ticks after boot when it started (`/proc/PID/stat`, field 22).
     pub started: u64,
     pub claimed_at: DateTime<Utc>,
+    /// Who claimed it: only they (or an admin) may release it. None in leases written
+    /// before db-branch recorded it.
+    #[serde(default)]
+    pub uid: Option<u32>,
 }
 
 /// Field 22 of `/proc/PID/stat`: when the process started. None when it does not exist.
@@ -54,11 +58,12 @@ fn start_ticks(pid: u32) -> Option<u64> {
 
 impl Lease {
     /// A lease for process `pid` from now; None when no such process runs.
-    pub fn of(pid: u32, now: DateTime<Utc>) -> Option<Lease> {
+    pub fn of(pid: u32, now: DateTime<Utc>, uid: u32) -> Option<Lease> {
         Some(Lease {
             pid,
             started: start_ticks(pid)?,
             claimed_at: now,
+            uid: Some(uid),
         })
     }
 
@@ -153,19 +158,38 @@ pub fn lease(pool_dir: &Path, slot: usize) -> Option<Lease> {
     serde_json::from_slice(&bytes).ok()
 }
 
-/// How long ago the slot's token last changed (a claim without a lease yet is young).
+/// How long ago the slot's token last changed state (a claim without a lease yet is
+/// young). By its change time: a rename keeps the modification time of a token that sat
+/// ready for an hour, but sets its change time, so a slot claimed this instant is young.
 pub fn age(pool_dir: &Path, slot: usize, state: State) -> Option<std::time::Duration> {
-    std::fs::metadata(token(pool_dir, state, slot))
-        .ok()?
-        .modified()
-        .ok()?
-        .elapsed()
-        .ok()
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(token(pool_dir, state, slot)).ok()?;
+    let changed = std::time::UNIX_EPOCH
+        + std::time::Duration::new(m.ctime().max(0) as u64, m.ctime_nsec().max(0) as u32);
+    changed.elapsed().ok().or(Some(std::time::Duration::ZERO))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_that_sat_ready_for_long_is_young_once_claimed() {
+        let d = tempfile::tempdir().unwrap();
+        prepare(d.path()).unwrap();
+        add(d.path(), 1, State::Ready).unwrap();
+        // As if it had been ready for an hour.
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        let f = std::fs::File::options()
+            .write(true)
+            .open(token(d.path(), State::Ready, 1))
+            .unwrap();
+        f.set_modified(hour_ago).unwrap();
+        drop(f);
+        assert!(transition(d.path(), 1, State::Ready, State::Claimed).unwrap());
+        let age = age(d.path(), 1, State::Claimed).unwrap();
+        assert!(age < std::time::Duration::from_secs(5), "{age:?}");
+    }
 
     #[test]
     fn one_of_many_claimants_wins_each_slot() {
@@ -202,11 +226,11 @@ mod tests {
     #[test]
     fn a_lease_dies_with_its_holder() {
         let now = Utc::now();
-        let me = Lease::of(std::process::id(), now).unwrap();
+        let me = Lease::of(std::process::id(), now, 0).unwrap();
         assert!(me.holder_alive());
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
-        let lease = Lease::of(pid, now);
+        let lease = Lease::of(pid, now, 0);
         child.wait().unwrap();
         if let Some(l) = lease {
             assert!(!l.holder_alive());
@@ -225,7 +249,7 @@ mod tests {
         add(d.path(), 7, State::Ready).unwrap();
         assert!(transition(d.path(), 7, State::Ready, State::Claimed).unwrap());
         assert_eq!(lease(d.path(), 7), None, "no lease written yet");
-        let l = Lease::of(std::process::id(), Utc::now()).unwrap();
+        let l = Lease::of(std::process::id(), Utc::now(), 0).unwrap();
         write_lease(d.path(), 7, &l).unwrap();
         assert_eq!(lease(d.path(), 7), Some(l));
         assert!(!transition(d.path(), 7, State::Ready, State::Claimed).unwrap());
