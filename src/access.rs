@@ -151,7 +151,8 @@ pub fn decide(origin: &Origin, globals: Globals, need: &Need) -> Result<Route> {
                 return Err(Error::new(
                     Kind::Permission,
                     format!(
-                        "{flag} is not accepted from {} through the db-branch service: it                          serves its own config on this host only",
+                        "{flag} is not accepted from {} through the db-branch service: it \
+                         serves its own config on this host only",
                         c.name
                     ),
                 )

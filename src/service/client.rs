@@ -113,6 +113,18 @@ fn unreachable_service(e: zbus::Error) -> anyhow::Error {
 }
 
 fn refused_or_unreachable(e: zbus::Error) -> anyhow::Error {
+    // The service's refusals arrive as the bus's standard errors (zbus names them).
+    if let zbus::Error::FDO(fdo) = &e {
+        match fdo.as_ref() {
+            zbus::fdo::Error::AccessDenied(msg) => {
+                return Error::new(Kind::Permission, msg.clone()).into()
+            }
+            zbus::fdo::Error::LimitsExceeded(msg) => {
+                return Error::new(Kind::Refused, msg.clone()).into()
+            }
+            _ => {}
+        }
+    }
     match &e {
         zbus::Error::MethodError(name, msg, _) if name.as_str().ends_with("LimitsExceeded") => {
             Error::new(Kind::Refused, msg.clone().unwrap_or_else(|| e.to_string())).into()

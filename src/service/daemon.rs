@@ -84,14 +84,16 @@ impl Manager {
         };
         if caller.role(&access) == crate::access::Role::Outsider {
             return Err(zbus::fdo::Error::AccessDenied(format!(
-                "{} may not use db-branch on this host: not in group {} (ask an admin:                  `sudo usermod -aG {} {}`)",
+                "{} may not use db-branch on this host: not in group {} (ask an admin: \
+                 `sudo usermod -aG {} {}`)",
                 caller.name, access.users_group, access.users_group, caller.name
             )));
         }
         let slot = RunningSlot::take(&self.running, uid, access.max_operations_per_user)
             .ok_or_else(|| {
                 zbus::fdo::Error::LimitsExceeded(format!(
-                    "{} has {} db-branch commands running already (access.max_operations_per_user);                      wait for one to end",
+                    "{} has {} db-branch commands running already (access.max_operations_per_user); \
+                     wait for one to end",
                     caller.name, access.max_operations_per_user
                 ))
             })?;

@@ -68,7 +68,8 @@ pub fn unpack(input: impl std::io::Read, into: &Path) -> Result<()> {
         let allowed = kind.is_file() || kind.is_dir() || kind == tar::EntryType::GNUSparse;
         if !allowed {
             anyhow::bail!(
-                "the copy holds {} at {} ({kind:?}); a datadir holds only directories and                  files, so it was not unpacked",
+                "the copy holds {} at {} ({kind:?}); a datadir holds only directories and \
+                 files, so it was not unpacked",
                 match kind {
                     tar::EntryType::Symlink | tar::EntryType::Link => "a link",
                     tar::EntryType::Char | tar::EntryType::Block => "a device node",
