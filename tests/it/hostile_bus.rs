@@ -167,6 +167,9 @@ fn smuggled_config_host_and_host_commands_run_nothing_as_root() {
 
     let smuggled: Vec<Vec<&str>> = vec![
         vec!["--config", &evil_s, "list"],
+        // Commands that ask the configured binary its version (the canary says so).
+        vec!["--config", &evil_s, "create", "x"],
+        vec!["--config", &evil_s, "doctor"],
         vec![&evil_eq, "status", "x"],
         vec!["list", "--config", &evil_s],
         vec!["--host", &host, "list"],
