@@ -75,6 +75,10 @@ pub enum Need {
     Admin,
     /// Root itself, not on anyone's behalf (`daemon`: the service's own process).
     Root,
+    /// Runs in the caller's own process, as the caller, with what a nested `env` hands it
+    /// (checked as `env` is): `exec`, `shell`. Never in the service, which would run the
+    /// caller's command as root.
+    OwnProcess,
 }
 
 impl Need {
@@ -133,6 +137,20 @@ pub enum Route {
 pub fn decide(origin: &Origin, globals: Globals, need: &Need) -> Result<Route> {
     if *need == Need::Anyone {
         return Ok(Route::Anywhere);
+    }
+    if *need == Need::OwnProcess {
+        return match origin {
+            Origin::Service(c) => Err(Error::new(
+                Kind::Permission,
+                format!(
+                    "exec and shell run in {}'s own process: the db-branch service never runs them",
+                    c.name
+                ),
+            )
+            .hint("run `db-branch exec` or `db-branch shell` itself; it asks the service for the connection")
+            .into()),
+            _ => Ok(Route::Anywhere),
+        };
     }
     match origin {
         Origin::Root if globals.host => Ok(Route::Ssh),
@@ -194,7 +212,8 @@ pub fn authorize(
     owner_of: &dyn Fn(&BranchName) -> Result<Option<BranchRecord>>,
 ) -> Result<Grant> {
     match &need {
-        Need::Anyone => {}
+        // `exec`/`shell`: their nested `env` is authorized as itself.
+        Need::Anyone | Need::OwnProcess => {}
         Need::Root => {
             if !caller.is_root() {
                 return Err(crate::error::permission("only root may run this"));

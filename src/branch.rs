@@ -70,6 +70,58 @@ impl fmt::Display for BranchName {
     }
 }
 
+/// An application database's name as the server accepts it: 1 to 64 characters, no NUL,
+/// no '/' or backslash (they cannot be in a directory name), not ending in a space.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct DatabaseName(String);
+
+impl DatabaseName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for DatabaseName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let count = s.chars().count();
+        if count == 0 {
+            return Err("a database name cannot be empty".into());
+        }
+        if count > 64 {
+            return Err(format!(
+                "database name {s:?} is {count} characters long; the servers' limit is 64"
+            ));
+        }
+        if let Some(c) = s.chars().find(|c| matches!(c, '\0' | '/' | '\\')) {
+            return Err(format!(
+                "database name {s:?} contains {c:?}, which no server accepts"
+            ));
+        }
+        if s.ends_with(' ') {
+            return Err(format!(
+                "database name {s:?} ends with a space, which no server accepts"
+            ));
+        }
+        Ok(DatabaseName(s.to_string()))
+    }
+}
+
+impl<'de> Deserialize<'de> for DatabaseName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Display for DatabaseName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A checkpoint's tag: the same characters as a branch name (it names a snapshot kept
 /// beside the branch's), at most 32 bytes.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -260,6 +312,11 @@ pub struct BranchRecord {
     /// Its checkpoints, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checkpoints: Vec<Checkpoint>,
+    /// The application database clients are pointed at, chosen with `create --database`
+    /// (or taken from the branch it was made from). None: the config's
+    /// `client.database`, else the generation's only database (`ops::database`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<DatabaseName>,
 }
 
 fn default_profile() -> Profile {
@@ -298,6 +355,7 @@ impl BranchRecord {
             server: None,
             parent: None,
             checkpoints: Vec::new(),
+            database: None,
         }
     }
 

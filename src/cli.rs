@@ -65,6 +65,12 @@ pub enum Command {
     Status(NameArg),
     /// Print a branch's connection details
     Env(EnvArgs),
+    /// Run a command with a branch's connection variables (those of `env`) set; exits
+    /// with the command's exit code
+    Exec(ExecArgs),
+    /// Open the server's own client (mysql or mariadb) on a branch; its password goes in
+    /// a private option file, never on the command line
+    Shell(ShellArgs),
     /// Check this host (root, tools, server, service manager, pool, memory, ports) and find
     /// what crashes left behind; --repair removes it
     Doctor(DoctorArgs),
@@ -270,6 +276,10 @@ pub struct CreateArgs {
     /// start it again
     #[arg(long, requires = "from")]
     pub clean: bool,
+    /// The application database clients are pointed at (DATABASE_URL's path,
+    /// DB_DATABASE) [default: client.database, else the baseline's only database]
+    #[arg(long, value_name = "NAME")]
+    pub database: Option<crate::branch::DatabaseName>,
 }
 
 #[derive(Debug, Args)]
@@ -402,6 +412,19 @@ pub enum EnvFormat {
     Json,
     /// Just the mysql:// URL
     Url,
+    /// A Connector/J URL (jdbc:mysql://…, user and password as properties)
+    Jdbc,
+    /// A go-sql-driver/mysql DSN for database/sql (user:pass@tcp(host:port)/db)
+    Go,
+    /// An option file for the mysql/mariadb clients (--defaults-file); MySQL 8+'s client
+    /// ignores MYSQL_PWD
+    Mycnf,
+    /// A Laravel .env block (DB_CONNECTION, DB_HOST, … DB_PASSWORD)
+    Laravel,
+    /// DATABASE_URL as Rails reads it (mysql2://…)
+    Rails,
+    /// An SQLAlchemy URL for PyMySQL (mysql+pymysql://…)
+    Sqlalchemy,
 }
 
 #[derive(Debug, Args)]
@@ -410,6 +433,24 @@ pub struct EnvArgs {
     pub name: BranchName,
     #[arg(long, value_enum, default_value_t = EnvFormat::Shell)]
     pub format: EnvFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Branch name
+    pub name: BranchName,
+    /// The command and its arguments, after `--`
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct ShellArgs {
+    /// Branch name
+    pub name: BranchName,
+    /// Arguments for the client, after `--` (e.g. -e 'SHOW TABLES')
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]

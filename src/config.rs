@@ -243,6 +243,11 @@ pub struct ClientConfig {
     pub user: String,
     /// Its password; empty for the baselines `baseline create --empty` makes.
     pub password: String,
+    /// The application database clients are pointed at (`DATABASE_URL`'s path,
+    /// `DB_DATABASE`), for branches made without `create --database`. Unset: the
+    /// generation's only database, if it has exactly one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database: Option<crate::branch::DatabaseName>,
 }
 
 impl Default for Config {
@@ -320,6 +325,7 @@ impl Default for ClientConfig {
         ClientConfig {
             user: "root".into(),
             password: String::new(),
+            database: None,
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod config;
 pub mod error;
 pub mod exec;
 pub mod failpoint;
+pub mod handoff;
 pub mod host;
 pub mod layout;
 pub mod memory;
@@ -87,7 +88,7 @@ pub fn run(cli: Cli, printer: Printer) -> Result<()> {
             need,
             &nobody,
         )?;
-        return commands::dispatch_anywhere(&printer, &grant, &cli.command);
+        return commands::dispatch_anywhere(&printer, &grant, &cli.command, &nested_globals(&cli));
     }
     store::locks::set_command(&command_name(&cli.command));
     let env = std::env::var(config::CONFIG_ENV).ok();
@@ -131,6 +132,20 @@ pub fn run(cli: Cli, printer: Printer) -> Result<()> {
     host.assume_yes = cli.yes;
     let grant = commands::authorize(&host, &cli.command)?;
     commands::dispatch(&host, &grant, &cli.command, &note)
+}
+
+/// The global flags a nested invocation repeats (`exec` and `shell` run `env` so).
+fn nested_globals(cli: &Cli) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::new();
+    if let Some(c) = &cli.config {
+        out.push("--config".into());
+        out.push(c.clone().into_os_string());
+    }
+    if let Some(h) = &cli.host {
+        out.push("--host".into());
+        out.push(h.to_string().into());
+    }
+    out
 }
 
 /// This invocation's arguments without `--host` (it is what the far side runs).

@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-pub const SYSTEM_SCHEMAS: &[&str] = &["mysql", "information_schema", "performance_schema", "sys"];
+pub use crate::server::databases::SYSTEM_SCHEMAS;
 
 #[derive(Debug, Clone, Default)]
 pub struct Table {

@@ -16,6 +16,7 @@ pub fn run(host: &Host, args: &CreateArgs) -> Result<()> {
         server_options: Vec::new(),
         from: args.from.clone(),
         clean: args.clean,
+        database: args.database.clone(),
     };
     let created = create(host, &opts)?;
     let name = &created.record.name;

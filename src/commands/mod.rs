@@ -11,6 +11,7 @@ pub mod delete;
 pub mod diff;
 pub mod doctor;
 pub mod env;
+pub mod exec;
 pub mod extend;
 pub mod gc;
 pub mod init;
@@ -19,6 +20,7 @@ pub mod migrate_check;
 pub mod pool;
 pub mod protect;
 pub mod reset;
+pub mod shell;
 pub mod start;
 pub mod status;
 pub mod stop;
@@ -61,6 +63,7 @@ pub fn need(command: &Command) -> Need {
         C::Diff(_) => Need::User,
         C::List(_) | C::Status(_) => Need::User,
         C::Completions { .. } => Need::Anyone,
+        C::Exec(_) | C::Shell(_) => Need::OwnProcess,
         C::Baseline(BaselineCommand::List) => Need::User,
         C::Pool(PoolCommand::List | PoolCommand::Status(_)) => Need::User,
         // Who may release a slot (its claimant, or an admin) is the pool's to check.
@@ -106,11 +109,14 @@ pub fn dispatch_anywhere(
     printer: &crate::printer::Printer,
     grant: &Grant,
     command: &Command,
+    globals: &[std::ffi::OsString],
 ) -> Result<()> {
     debug_assert_eq!(grant.need(), &need(command));
     match command {
         Command::Completions { shell } => completions::run(printer, *shell),
-        _ => unreachable!("only commands that need nothing run anywhere"),
+        Command::Exec(a) => exec::run(globals, a),
+        Command::Shell(a) => shell::run(globals, a),
+        _ => unreachable!("only commands that need no host run anywhere"),
     }
 }
 
@@ -152,6 +158,10 @@ pub fn dispatch(host: &Host, grant: &Grant, command: &Command, config_note: &str
                 .unwrap_or(std::path::Path::new(crate::config::DEFAULT_CONFIG_PATH)),
         ),
         Command::Completions { shell } => completions::run(&host.printer, *shell),
+        // They become the caller's own program; `access::decide` never routes them here.
+        Command::Exec(_) | Command::Shell(_) => Err(crate::error::permission(
+            "exec and shell run only in the caller's own process",
+        )),
     }
 }
 

@@ -35,6 +35,8 @@ fn settings(sim: &SimHost) -> insta::Settings {
         &regex_escape(&sim.host.layout.root().display().to_string()),
         "[ROOT]",
     );
+    // The root as it appears escaped in URLs (the CA's path in a query).
+    s.add_filter(r"%2Ftmp%2F(%2E|\.)tmp[A-Za-z0-9]+", "[ROOT-ESCAPED]");
     s.add_filter(r#""seconds": [0-9.e-]+"#, r#""seconds": "[SECONDS]""#);
     s.add_filter(r"in [0-9]+\.[0-9] s by", "in [SECONDS] s by");
     // Whether the tests run as root shows in doctor's first check.
@@ -138,13 +140,39 @@ fn create_new() {
 fn env_formats() {
     let mut sim = populated();
     let mut all = String::new();
-    for format in ["shell", "dotenv", "json", "url"] {
+    for format in FORMATS {
         all += &format!("--- env a --format {format}\n");
         all += &run(&mut sim, false, &format!("env a --format {format}"));
     }
     all += "--- --json env a\n";
     all += &run(&mut sim, true, "env a");
     settings(&sim).bind(|| insta::assert_snapshot!("env", all));
+}
+
+const FORMATS: [&str; 10] = [
+    "shell",
+    "dotenv",
+    "json",
+    "url",
+    "jdbc",
+    "go",
+    "mycnf",
+    "laravel",
+    "rails",
+    "sqlalchemy",
+];
+
+/// Off loopback every format carries TLS, in its client's own syntax.
+#[test]
+fn env_formats_with_tls() {
+    let mut sim = populated();
+    sim.host.config.bind_address = "192.0.2.10".parse().unwrap();
+    let mut all = String::new();
+    for format in FORMATS {
+        all += &format!("--- env a --format {format}\n");
+        all += &run(&mut sim, false, &format!("env a --format {format}"));
+    }
+    settings(&sim).bind(|| insta::assert_snapshot!("env-tls", all));
 }
 
 #[test]

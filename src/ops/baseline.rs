@@ -61,6 +61,8 @@ fn build_in<T>(
             created: host.clock.now(),
             source,
             origin_identity: None,
+            // Read from the sealed-to-be datadir itself: the same for every way it was made.
+            databases: crate::server::databases::in_datadir(&workspace).ok(),
         };
         host.storage
             .write_generation_info(generation, &workspace, &info)?;
@@ -246,6 +248,8 @@ pub struct BaselineRow {
     pub identity: Option<String>,
     /// For a generation received as a file-level copy: its identity where it came from.
     pub origin_identity: Option<String>,
+    /// Its application databases (None: its files do not tell).
+    pub databases: Option<Vec<String>>,
 }
 
 pub fn list(host: &Host) -> Result<Vec<BaselineRow>> {
@@ -265,6 +269,7 @@ pub fn list(host: &Host) -> Result<Vec<BaselineRow>> {
                 origin_identity: info.as_ref().and_then(|i| i.origin_identity.clone()),
                 source: info.map(|i| i.source),
                 identity: host.storage.generation_identity(g).ok().flatten(),
+                databases: host.storage.generation_databases(g),
             }
         })
         .collect())

@@ -3,9 +3,21 @@
 
 use crate::branch::BranchRecord;
 use crate::host::Host;
-use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Serialize;
 use std::path::PathBuf;
+
+/// What stays as it is in a URL's path or query value: RFC 3986's unreserved characters.
+pub const URL_VALUE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// `value` escaped for a URL's path or query.
+pub fn url_escape(value: &str) -> String {
+    utf8_percent_encode(value, URL_VALUE).to_string()
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Connection {
@@ -20,6 +32,14 @@ pub struct Connection {
     /// listens off loopback); clients verify the server against it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ssl_ca: Option<PathBuf>,
+    /// The application database clients are pointed at (ops::database); null when the
+    /// baseline has several and none was chosen.
+    pub database: Option<String>,
+    /// The server's own command-line client on the branch's host (`shell` runs it).
+    pub client: PathBuf,
+    /// The server that made its data (its TLS options differ by family).
+    #[serde(skip)]
+    pub server: Option<crate::server::flavour::Flavour>,
 }
 
 impl Connection {
@@ -52,6 +72,10 @@ impl Connection {
             )
         };
         let ssl_ca = crate::store::tls::needed(addr).then(|| host.layout.tls_ca_cert());
+        let database = super::database::resolve(host, record)
+            .database
+            .map(|d| d.to_string());
+        let path = database.as_deref().map(url_escape).unwrap_or_default();
         Connection {
             host: reach,
             port: record.port,
@@ -60,13 +84,16 @@ impl Connection {
             password: password.clone(),
             url: match &ssl_ca {
                 Some(ca) => format!(
-                    "mysql://{credentials}@{host_part}:{}/?ssl-mode=VERIFY_IDENTITY&ssl-ca={}",
+                    "mysql://{credentials}@{host_part}:{}/{path}?ssl-mode=VERIFY_IDENTITY&ssl-ca={}",
                     record.port,
                     utf8_percent_encode(&ca.display().to_string(), NON_ALPHANUMERIC)
                 ),
-                None => format!("mysql://{credentials}@{host_part}:{}/", record.port),
+                None => format!("mysql://{credentials}@{host_part}:{}/{path}", record.port),
             },
             ssl_ca,
+            database,
+            client: host.server.client_program(),
+            server: record.server,
         }
     }
 
@@ -99,6 +126,10 @@ impl Connection {
             ("DB_PORT", self.port.to_string()),
             ("DB_USERNAME", self.user.clone()),
         ];
+        if let Some(db) = &self.database {
+            vars.push(("DB_DATABASE", db.clone()));
+            vars.push(("MYSQL_DATABASE", db.clone()));
+        }
         if !self.password.is_empty() {
             vars.push(("MYSQL_PWD", self.password.clone()));
             vars.push(("DB_PASSWORD", self.password.clone()));
@@ -107,6 +138,10 @@ impl Connection {
             vars.push(("MYSQL_SSL_CA", ca.display().to_string()));
             vars.push(("MYSQL_SSL_MODE", "VERIFY_IDENTITY".into()));
             vars.push(("DB_SSL_CA", ca.display().to_string()));
+        }
+        vars.push(("DB_BRANCH_CLIENT", self.client.display().to_string()));
+        if let Some(server) = &self.server {
+            vars.push(("DB_BRANCH_SERVER", server.to_string()));
         }
         vars
     }
@@ -135,7 +170,7 @@ mod tests {
             )
         };
         let c = Connection::of(&sim.host, &record);
-        assert_eq!(c.url, "mysql://root:p%40ss%3Aw%2Frd@[::1]:3401/");
+        assert_eq!(c.url, "mysql://root:p%40ss%3Aw%2Frd@[::1]:3401/shop");
     }
 
     #[test]
@@ -148,6 +183,9 @@ mod tests {
             password: String::new(),
             url: "mysql://root@127.0.0.1:3400/".into(),
             ssl_ca: None,
+            database: None,
+            client: "/usr/bin/mariadb".into(),
+            server: None,
         };
         assert!(!c.variables("a").iter().any(|(k, _)| *k == "MYSQL_PWD"));
         c.password = "x".into();

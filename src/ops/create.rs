@@ -8,7 +8,9 @@ use super::discard::discard;
 use super::expiry::{resolve, ExpiryRequest};
 use super::launch::{self, launch};
 use super::record::persist;
-use crate::branch::{BranchName, BranchRecord, BranchRef, Generation, Label, Parent, Phase};
+use crate::branch::{
+    BranchName, BranchRecord, BranchRef, DatabaseName, Generation, Label, Parent, Phase,
+};
 use crate::config::Profile;
 use crate::error::{usage, Error, Kind};
 use crate::host::Host;
@@ -38,6 +40,9 @@ pub struct CreateOptions {
     pub from: Option<BranchRef>,
     /// `--clean`: stop the source for a clean copy (else crash-consistent, no downtime).
     pub clean: bool,
+    /// `--database`: the application database clients are pointed at (checked against
+    /// what the branch's data holds).
+    pub database: Option<DatabaseName>,
 }
 
 impl CreateOptions {
@@ -53,6 +58,7 @@ impl CreateOptions {
             server_options: Vec::new(),
             from: None,
             clean: false,
+            database: None,
         }
     }
 }
@@ -106,20 +112,32 @@ pub fn create(host: &Host, opts: &CreateOptions) -> Result<Created> {
         None => {}
     }
     host.check_socket_path(name)?;
-    let (baseline, made_by) = match &opts.from {
+    let (baseline, made_by, database) = match &opts.from {
         Some(from) => {
             let source = source_of(host, from)?;
             let made_by = source
                 .server
                 .or_else(|| generation_server(host, source.baseline));
             check_server_for(host, &format!("branch {}", from.name), made_by)?;
-            (source.baseline, made_by)
+            if let Some(d) = &opts.database {
+                // What the source holds now (a checkpoint may hold less; the server says so
+                // when the client connects).
+                let held =
+                    crate::server::databases::in_datadir(&host.storage.branch_datadir(&from.name))
+                        .ok();
+                super::database::check_in(d, held.as_deref(), &format!("branch {}", from.name))?;
+            }
+            let database = opts.database.clone().or(source.database.clone());
+            (source.baseline, made_by, database)
         }
         None => {
             let baseline = resolve_generation(host, opts.baseline)?;
             let made_by = generation_server(host, baseline);
             check_server_for(host, &format!("baseline {baseline}"), made_by)?;
-            (baseline, made_by)
+            if let Some(d) = &opts.database {
+                super::database::check_requested(host, baseline, d)?;
+            }
+            (baseline, made_by, opts.database.clone())
         }
     };
     host.check_free_space()?;
@@ -151,6 +169,7 @@ pub fn create(host: &Host, opts: &CreateOptions) -> Result<Created> {
         .map(|l| (l.key.clone(), l.value.clone()))
         .collect();
     record.expires_at = expires_at;
+    record.database = database;
     record.parent = opts.from.as_ref().map(|f| Parent::Branch {
         name: f.name.clone(),
         checkpoint: f.checkpoint.clone(),
@@ -338,6 +357,17 @@ fn existing_branch(host: &Host, opts: &CreateOptions, mut record: BranchRecord) 
             record.labels.insert(l.key.clone(), l.value.clone());
             changed = true;
         }
+    }
+    // The database clients are pointed at is only a setting: a re-run may choose it.
+    if let Some(d) = opts
+        .database
+        .as_ref()
+        .filter(|d| record.database.as_ref() != Some(*d))
+    {
+        let held = crate::server::databases::in_datadir(&host.storage.branch_datadir(name)).ok();
+        super::database::check_in(d, held.as_deref(), &format!("branch {name}"))?;
+        record.database = Some(d.clone());
+        changed = true;
     }
     if changed {
         persist(host, &record)?;

@@ -11,6 +11,7 @@ pub mod capture;
 pub mod checkpoint;
 pub mod connection;
 pub mod create;
+pub mod database;
 pub mod diff;
 pub mod discard;
 pub mod doctor;

@@ -8,6 +8,7 @@
 pub mod binary;
 pub mod client;
 pub mod conn;
+pub mod databases;
 pub mod flavour;
 pub mod oneoff;
 pub mod options;
@@ -86,6 +87,9 @@ pub trait Server: Send + Sync {
     fn version(&self) -> Result<String>;
     /// What the configured binary is: family and version.
     fn flavour(&self) -> Result<Flavour>;
+    /// The server's own command-line client (`mysql` beside MySQL, `mariadb` beside
+    /// MariaDB), for `shell` and the `DB_BRANCH_CLIENT` variable.
+    fn client_program(&self) -> PathBuf;
     /// Creates a branch's runtime directory and its `tmp`, writable by the server's OS user.
     fn prepare_runtime_dir(&self, dir: &Path) -> Result<()>;
     /// Gives a branch's datadir to the server's OS user when another uid owns it (a

@@ -67,6 +67,10 @@ impl Server for RealServer {
         self.binary.flavour()
     }
 
+    fn client_program(&self) -> PathBuf {
+        self.binary.client_program()
+    }
+
     fn prepare_runtime_dir(&self, dir: &Path) -> Result<()> {
         let (uid, gid) = user_ids(&self.binary.user)?;
         // `run/` is the server user's, so `run/tmp` is whatever that user left there: a link

@@ -4,7 +4,7 @@ use super::flavour::{Family, Flavour};
 use super::{Preparation, Server};
 use crate::printer::PhaseProgress;
 use anyhow::{anyhow, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -53,6 +53,9 @@ impl Server for SimServer {
     }
     fn flavour(&self) -> Result<Flavour> {
         Ok(*self.flavour.lock().unwrap())
+    }
+    fn client_program(&self) -> PathBuf {
+        PathBuf::from("/usr/bin/mariadb")
     }
     fn prepare_runtime_dir(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir)?;

@@ -63,6 +63,11 @@ pub struct GenerationInfo {
     /// sent from (it has its own here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin_identity: Option<String>,
+    /// Its application databases (the system schemas left out), as the datadir held them
+    /// when it was sealed. None: made before db-branch recorded them (read from the
+    /// generation's files instead, `Storage::generation_databases`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub databases: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -115,7 +120,18 @@ pub trait Storage: Transfer + Send + Sync {
                 .unwrap_or_default(),
             source: "unknown".into(),
             origin_identity: None,
+            databases: None,
         }))
+    }
+    /// Generation `gen`'s application databases: as recorded when it was sealed, else as
+    /// its datadir holds them. None when neither tells (no such files).
+    fn generation_databases(&self, gen: Generation) -> Option<Vec<String>> {
+        match self.generation_info(gen).ok().flatten() {
+            Some(GenerationInfo {
+                databases: Some(d), ..
+            }) => Some(d),
+            _ => crate::server::databases::in_datadir(&self.generation_dir(gen)).ok(),
+        }
     }
     /// What a workspace's `GENERATION_INFO` file says (None when it has none).
     fn generation_info_in(&self, workspace: &Path) -> Result<Option<GenerationInfo>> {

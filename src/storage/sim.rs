@@ -49,6 +49,7 @@ impl SimStorage {
                 created: chrono::DateTime::UNIX_EPOCH,
                 source: "sim".into(),
                 origin_identity: None,
+                databases: Some(vec!["shop".into()]),
             },
         );
         drop(st);

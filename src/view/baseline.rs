@@ -27,7 +27,14 @@ impl Human for BaselineList {
             return "no baselines; make one with `db-branch baseline create --empty`".into();
         }
         table(
-            &["GENERATION", "BRANCHES", "SERVER", "CREATED", "SOURCE"],
+            &[
+                "GENERATION",
+                "BRANCHES",
+                "SERVER",
+                "CREATED",
+                "DATABASES",
+                "SOURCE",
+            ],
             self.0
                 .iter()
                 .map(|r| {
@@ -37,6 +44,10 @@ impl Human for BaselineList {
                         r.server.map_or("-".into(), |s| s.to_string()),
                         r.created
                             .map_or("-".into(), |t| t.format("%Y-%m-%d %H:%M").to_string()),
+                        match &r.databases {
+                            Some(d) if !d.is_empty() => d.join(", "),
+                            _ => "-".into(),
+                        },
                         r.source.clone().unwrap_or_else(|| "-".into()),
                     ]
                 })

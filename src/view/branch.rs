@@ -145,7 +145,7 @@ impl Human for BranchView {
     fn human(&self) -> String {
         let c = &self.connection;
         format!(
-            "branch:   {}\nstate:    {}\nserver:   {}\nprofile:  {}\nbaseline: {}\ncreated:  {}\nowner:    {}\nlabels:   {}\nexpires:  {}\nprotected: {}\nactive:   {}\ndisk:     {}\nrss:      {}\nhost:     {}\nport:     {}\nsocket:   {}\nuser:     {}\nurl:      {}\n",
+            "branch:   {}\nstate:    {}\nserver:   {}\nprofile:  {}\nbaseline: {}\ncreated:  {}\nowner:    {}\nlabels:   {}\nexpires:  {}\nprotected: {}\nactive:   {}\ndisk:     {}\nrss:      {}\nhost:     {}\nport:     {}\nsocket:   {}\nuser:     {}\ndatabase: {}\nurl:      {}\n",
             self.name,
             self.state_text(),
             self.server.map_or("-".into(), |s| s.to_string()),
@@ -171,6 +171,7 @@ impl Human for BranchView {
             c.port,
             c.socket.display(),
             c.user,
+            c.database.as_deref().unwrap_or("-"),
             c.url
         )
     }

@@ -8,6 +8,7 @@
 mod bake;
 mod ci_recipes;
 mod cli;
+mod clients;
 mod fidelity;
 mod fleet;
 mod generated;

@@ -73,5 +73,57 @@ fn off_loopback_a_branch_requires_tls_and_clients_verify_it() {
         err.contains("insecure transport") || err.contains("Access denied"),
         "{err}"
     );
+    // The formats carry the same verified TLS in each client's own syntax: the server's
+    // client from the option file, and SQLAlchemy + PyMySQL from its URL.
+    let cnf = env.root.join("far.cnf");
+    std::fs::write(&cnf, env.run_ok(&["env", "far", "--format", "mycnf"])).unwrap();
+    let out = veth.run(
+        &s.client,
+        &[
+            format!("--defaults-file={}", cnf.display()),
+            "-N".into(),
+            "-B".into(),
+            "-e".into(),
+            "SHOW SESSION STATUS LIKE 'Ssl_version'".into(),
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("TLS"),
+        "mycnf: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let url = env.run_ok(&["env", "far", "--format", "sqlalchemy"]);
+    let script = "import sys, sqlalchemy\n\
+        e = sqlalchemy.create_engine(sys.argv[1])\n\
+        with e.connect() as c:\n    \
+            print(c.exec_driver_sql(\"SHOW SESSION STATUS LIKE 'Ssl_version'\").fetchone()[1])\n";
+    let out = veth.run(
+        std::path::Path::new("/usr/bin/python3"),
+        &["-c".into(), script.into(), url.trim().into()],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("TLS"),
+        "sqlalchemy: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // With the CA the URL names swapped for another, the same URL is refused: it verifies.
+    let other_ca = env.root.join("other-ca.pem");
+    std::fs::write(&other_ca, include_str!("../fixtures/unrelated-ca.pem")).unwrap();
+    let ca_escaped = db_branch::ops::connection::url_escape(ca);
+    let forged = url.trim().replace(
+        &ca_escaped,
+        &db_branch::ops::connection::url_escape(other_ca.to_str().unwrap()),
+    );
+    assert_ne!(forged, url.trim(), "the URL names the CA: {url}");
+    let out = veth.run(
+        std::path::Path::new("/usr/bin/python3"),
+        &["-c".into(), script.into(), forged],
+    );
+    assert!(
+        !out.status.success(),
+        "a server not signed by the named CA was let through"
+    );
     env.run_ok(&["delete", "far", "--yes"]);
 }
