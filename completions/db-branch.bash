@@ -49,6 +49,9 @@ _db__branch() {
             db__branch,env)
                 cmd="db__branch__subcmd__env"
                 ;;
+            db__branch,exec)
+                cmd="db__branch__subcmd__exec"
+                ;;
             db__branch,extend)
                 cmd="db__branch__subcmd__extend"
                 ;;
@@ -75,6 +78,9 @@ _db__branch() {
                 ;;
             db__branch,reset)
                 cmd="db__branch__subcmd__reset"
+                ;;
+            db__branch,shell)
+                cmd="db__branch__subcmd__shell"
                 ;;
             db__branch,start)
                 cmd="db__branch__subcmd__start"
@@ -184,6 +190,9 @@ _db__branch() {
             db__branch__subcmd__help,env)
                 cmd="db__branch__subcmd__help__subcmd__env"
                 ;;
+            db__branch__subcmd__help,exec)
+                cmd="db__branch__subcmd__help__subcmd__exec"
+                ;;
             db__branch__subcmd__help,extend)
                 cmd="db__branch__subcmd__help__subcmd__extend"
                 ;;
@@ -210,6 +219,9 @@ _db__branch() {
                 ;;
             db__branch__subcmd__help,reset)
                 cmd="db__branch__subcmd__help__subcmd__reset"
+                ;;
+            db__branch__subcmd__help,shell)
+                cmd="db__branch__subcmd__help__subcmd__shell"
                 ;;
             db__branch__subcmd__help,start)
                 cmd="db__branch__subcmd__help__subcmd__start"
@@ -344,7 +356,7 @@ _db__branch() {
 
     case "${cmd}" in
         db__branch)
-            opts="-y -q -h -V --config --json --yes --quiet --host --help --version init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints diff completions daemon help"
+            opts="-y -q -h -V --config --json --yes --quiet --host --help --version init baseline create reset delete start stop list status env exec shell doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints diff completions daemon help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -864,7 +876,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__create)
-            opts="-y -q -h --baseline --buffer-pool --ttl --expires-at --label --owner --profile --from --clean --config --json --yes --quiet --host --help"
+            opts="-y -q -h --baseline --buffer-pool --ttl --expires-at --label --owner --profile --from --clean --database --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -899,6 +911,10 @@ _db__branch() {
                     return 0
                     ;;
                 --from)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --database)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1013,9 +1029,31 @@ _db__branch() {
             fi
             case "${prev}" in
                 --format)
-                    COMPREPLY=($(compgen -W "shell dotenv json url" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "shell dotenv json url jdbc go mycnf laravel rails sqlalchemy" -- "${cur}"))
                     return 0
                     ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__exec)
+            opts="-y -q -h --config --json --yes --quiet --host --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1096,7 +1134,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help)
-            opts="init baseline create reset delete start stop list status env doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints diff completions daemon help"
+            opts="init baseline create reset delete start stop list status env exec shell doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints diff completions daemon help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1375,6 +1413,20 @@ _db__branch() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        db__subcmd__branch__subcmd__help__subcmd__exec)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         db__subcmd__branch__subcmd__help__subcmd__extend)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1627,6 +1679,20 @@ _db__branch() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        db__subcmd__branch__subcmd__help__subcmd__shell)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         db__subcmd__branch__subcmd__help__subcmd__start)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1825,7 +1891,7 @@ _db__branch() {
                     return 0
                     ;;
                 --format)
-                    COMPREPLY=($(compgen -W "shell dotenv json url" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "shell dotenv json url jdbc go mycnf laravel rails sqlalchemy" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -2238,6 +2304,28 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__shell)
+            opts="-y -q -h --config --json --yes --quiet --host --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

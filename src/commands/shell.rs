@@ -16,12 +16,9 @@ pub fn run(globals: &[OsString], args: &ShellArgs) -> Result<()> {
     let program = client_program(get("DB_BRANCH_CLIENT").as_deref());
     let mut argv: Vec<OsString> = vec![format!("--defaults-file={path}").into()];
     argv.extend(args.args.iter().cloned());
-    // The client gets none of the password variables either.
-    let keep: Vec<(String, String)> = vars
-        .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "MYSQL_PWD" | "DB_PASSWORD"))
-        .cloned()
-        .collect();
+    // None of the variables: several carry the password (DATABASE_URL, MYSQL_PWD), and
+    // the option file says all the client needs.
+    let keep = [("DB_BRANCH_NAME".to_string(), args.name.to_string())];
     Err(become_program(program.as_os_str(), &argv, &keep))
 }
 

@@ -165,12 +165,12 @@ fn real_clients_connect_from_db_branch_output_alone() {
 
     // Django: `migrate` from DATABASE_URL, as a stock project reads it.
     let django = work.join("django");
-    std::fs::create_dir_all(django.join("site")).unwrap();
-    std::fs::write(django.join("site/__init__.py"), "").unwrap();
-    std::fs::write(django.join("site/settings.py"), DJANGO_SETTINGS).unwrap();
+    std::fs::create_dir_all(django.join("shopsite")).unwrap();
+    std::fs::write(django.join("shopsite/__init__.py"), "").unwrap();
+    std::fs::write(django.join("shopsite/settings.py"), DJANGO_SETTINGS).unwrap();
     let out = Command::new("django-admin")
         .current_dir(&django)
-        .env("DJANGO_SETTINGS_MODULE", "site.settings")
+        .env("DJANGO_SETTINGS_MODULE", "shopsite.settings")
         .env("PYTHONPATH", &django)
         .arg("version")
         .output()
@@ -179,7 +179,7 @@ fn real_clients_connect_from_db_branch_output_alone() {
     let mut migrate = env.command(&["exec", "app", "--", "django-admin", "migrate", "--noinput"]);
     let out = migrate
         .current_dir(&django)
-        .env("DJANGO_SETTINGS_MODULE", "site.settings")
+        .env("DJANGO_SETTINGS_MODULE", "shopsite.settings")
         .env("PYTHONPATH", &django)
         .output()
         .unwrap();
@@ -193,16 +193,28 @@ fn real_clients_connect_from_db_branch_output_alone() {
     std::fs::write(alembic.join("migrations/env.py"), ALEMBIC_ENV).unwrap();
     std::fs::write(alembic.join("migrations/versions/0001.py"), ALEMBIC_VERSION).unwrap();
     ok(
-        exec_in(&env, &alembic, "app", &["alembic", "upgrade", "head"]),
+        exec_in(
+            &env,
+            &alembic,
+            "app",
+            &["/usr/bin/python3", "-m", "alembic", "upgrade", "head"],
+        ),
         "alembic upgrade head",
     );
-    let out = exec_in(&env, &alembic, "app", &["alembic", "current"]);
+    let out = exec_in(
+        &env,
+        &alembic,
+        "app",
+        &["/usr/bin/python3", "-m", "alembic", "current"],
+    );
     assert!(ok(out, "alembic current").contains("0001"));
     let out = env
         .command(&[
             "--json",
             "migrate-check",
             "--",
+            "/usr/bin/python3",
+            "-m",
             "alembic",
             "upgrade",
             "head",

@@ -164,6 +164,7 @@ fn smuggled_config_host_and_host_commands_run_nothing_as_root() {
     let host = format!("ssh://127.0.0.1:{ssh_port}");
     let evil_s = evil.display().to_string();
     let evil_eq = format!("--config={evil_s}");
+    let canary_s = canary.display().to_string();
 
     let smuggled: Vec<Vec<&str>> = vec![
         vec!["--config", &evil_s, "list"],
@@ -177,6 +178,9 @@ fn smuggled_config_host_and_host_commands_run_nothing_as_root() {
         vec!["doctor", "--repair"],
         vec!["doctor"],
         vec!["daemon"],
+        // exec and shell run the caller's program: never in the service (it would be root).
+        vec!["exec", "x", "--", &canary_s, "--version"],
+        vec!["shell", "x", "--", "--version"],
     ];
     for args in &smuggled {
         // A member: the service runs the worker, which refuses before anything (exit 77).
