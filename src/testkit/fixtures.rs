@@ -23,6 +23,9 @@ pub enum Fixture {
     Seed,
     /// `scripts/sample-sql SCALE` (scale 1 is a datadir of about 180 MB).
     Sample(u32),
+    /// `scripts/sample-sql 1 10`: the same schema with a tenth of the rows, for tests of
+    /// what comes along rather than of how long it takes (the baker's).
+    SampleTenth,
 }
 
 impl Fixture {
@@ -30,6 +33,7 @@ impl Fixture {
         match self {
             Fixture::Seed => "seed".into(),
             Fixture::Sample(scale) => format!("sample-{scale}"),
+            Fixture::SampleTenth => "sample-tenth".into(),
         }
     }
 }
@@ -101,6 +105,9 @@ pub fn stream_dir(fixture: Fixture) -> PathBuf {
         }
         Fixture::Sample(scale) => {
             maker.sample_baseline(scale);
+        }
+        Fixture::SampleTenth => {
+            maker.sample_baseline_divided(1, 10);
         }
     }
     let partial = root.join(format!("{key}.partial"));

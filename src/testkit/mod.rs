@@ -608,11 +608,24 @@ impl TestEnv {
         env
     }
 
+    /// A fresh root, initialised, with generation 1 a tenth of `scripts/sample-sql 1`.
+    pub fn with_sample_tenth(env: TestEnv) -> TestEnv {
+        env.run_ok(&["init"]);
+        env.pull_fixture(Fixture::SampleTenth);
+        env
+    }
+
     /// Makes the next generation from `scripts/sample-sql SCALE`; returns the seconds it took.
     pub fn sample_baseline(&self, scale: u32) -> f64 {
+        self.sample_baseline_divided(scale, 1)
+    }
+
+    /// `sample_baseline` with every row count divided by `divisor`.
+    pub fn sample_baseline_divided(&self, scale: u32, divisor: u32) -> f64 {
         let sample = self.root.join("sample.sql");
         let text = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/sample-sql"))
             .arg(scale.to_string())
+            .arg(divisor.to_string())
             .output()
             .expect("scripts/sample-sql")
             .stdout;

@@ -4,8 +4,18 @@
 use db_branch::testkit::{checksum, sql, TestEnv};
 use serde_json::Value;
 
+/// A source branch on a tenth of the sample: these tests check what comes along, not how
+/// fast (the benchmarks measure the baker on the full size).
 fn source_env() -> (TestEnv, u16) {
-    let env = TestEnv::with_sample(TestEnv::new("", ""), 1);
+    source_on(TestEnv::with_sample_tenth(TestEnv::new("", "")))
+}
+
+/// The same on the full sample: long enough a copy to be interrupted half-way.
+fn full_source_env() -> (TestEnv, u16) {
+    source_on(TestEnv::with_sample(TestEnv::new("", ""), 1))
+}
+
+fn source_on(env: TestEnv) -> (TestEnv, u16) {
     let port = env.json(&["create", "source"])["port"].as_u64().unwrap() as u16;
     // Everything that must come along besides tables.
     sql(
@@ -92,7 +102,7 @@ fn live_source_by_tablespace_and_by_logical_copy_with_verify() {
     );
     assert_eq!(l["path"], "logical", "{l}");
     assert_eq!(l["generation"], 3);
-    assert!(l["rows"].as_u64().unwrap() > 400_000, "{l}");
+    assert!(l["rows"].as_u64().unwrap() > 40_000, "{l}");
     let phases: Vec<&str> = l["phases"]
         .as_array()
         .unwrap()
@@ -171,7 +181,7 @@ fn dump_files_plain_and_compressed_with_masking() {
         ),
         "0"
     );
-    assert_eq!(sql(m, "SELECT COUNT(*) FROM shop.orders"), "100000");
+    assert_eq!(sql(m, "SELECT COUNT(*) FROM shop.orders"), "10000");
     // The source keeps its real data.
     assert_eq!(
         sql(source, "SELECT email FROM shop.customers WHERE id = 1"),
@@ -182,7 +192,7 @@ fn dump_files_plain_and_compressed_with_masking() {
 #[test]
 #[ignore = "needs root, btrfs and mariadb-server; run by scripts/test"]
 fn bad_sources_fail_clearly_and_an_interrupted_bake_leaves_nothing() {
-    let (env, source) = source_env();
+    let (env, source) = full_source_env();
     let url = db_branch::testkit::source_url(source);
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
