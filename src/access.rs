@@ -607,6 +607,29 @@ mod tests {
         );
     }
 
+    /// `exec` and `shell` run the caller's program: in their own process, never in the
+    /// service's root worker, whatever the flags.
+    #[test]
+    fn exec_and_shell_never_run_in_the_service() {
+        let eve = Origin::Service(caller(4242, vec![4242], "eve"));
+        for globals in [
+            Globals::default(),
+            Globals {
+                config: true,
+                host: true,
+            },
+        ] {
+            let err = decide(&eve, globals, &Need::OwnProcess).unwrap_err();
+            assert_eq!(crate::error::exit_code(&err), crate::error::EXIT_PERMISSION);
+        }
+        for origin in [Origin::Root, Origin::User] {
+            assert_eq!(
+                decide(&origin, Globals::default(), &Need::OwnProcess).unwrap(),
+                Route::Anywhere
+            );
+        }
+    }
+
     #[test]
     fn root_may_do_anything_and_others_by_role() {
         let access = nobody_groups();

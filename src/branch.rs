@@ -471,6 +471,16 @@ impl FromStr for Label {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn database_names_are_what_the_servers_accept() {
+        for ok in ["shop", "my-app", "a$b", "Caf\u{e9}", &"x".repeat(64)] {
+            assert_eq!(ok.parse::<DatabaseName>().unwrap().as_str(), ok);
+        }
+        for bad in ["", "a/b", "a\\b", "nul\0", "trailing ", &"x".repeat(65)] {
+            assert!(bad.parse::<DatabaseName>().is_err(), "{bad:?}");
+        }
+    }
     use crate::values::ByteSize;
 
     #[test]
