@@ -214,7 +214,7 @@ fn create_is_idempotent_and_wakes_a_stopped_branch() {
     assert_eq!(
         url.trim(),
         format!(
-            "mysql://root:{}@127.0.0.1:{port}/",
+            "mysql://root:{}@127.0.0.1:{port}/shop",
             db_branch::testkit::password(port)
         )
     );
