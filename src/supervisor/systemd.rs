@@ -432,16 +432,26 @@ impl ServiceManager for Systemd {
             return Ok(());
         }
         let mgr = self.manager()?;
-        zbus::block_on(mgr.kill_unit(unit.clone(), "all".into(), 9))
-            .with_context(|| format!("KillUnit {unit} SIGKILL"))?;
+        // systemd 255 (Ubuntu 24.04) may answer EINVAL ("Failed to send signal SIGKILL to
+        // auxiliary processes") when its walk of the unit's cgroup meets a process already
+        // gone, after it killed the main process: the unit's state, not the answer, says
+        // whether the server is dead. The answer is reported only if it is not.
+        let sent = zbus::block_on(mgr.kill_unit(unit.clone(), "all".into(), 9))
+            .with_context(|| format!("KillUnit {unit} SIGKILL"));
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let state = self.active_state(&unit)?;
             if state == "failed" || state == "inactive" {
+                if let Err(e) = &sent {
+                    tracing::debug!("{unit} died despite KillUnit's answer: {e:#}");
+                }
                 return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(anyhow!("{unit} is still {state} 10 s after SIGKILL"));
+                return Err(match sent {
+                    Err(e) => e.context(format!("{unit} is still {state} 10 s later")),
+                    Ok(_) => anyhow!("{unit} is still {state} 10 s after SIGKILL"),
+                });
             }
             std::thread::sleep(Duration::from_millis(3));
         }
