@@ -8,6 +8,7 @@
 //! (db-branch's own files). `view` and `printer` are the only way out to the terminal.
 
 pub mod access;
+pub mod argv;
 pub mod bake;
 pub mod branch;
 pub mod check;
@@ -154,24 +155,7 @@ fn args_without_host() -> Vec<String> {
 }
 
 fn strip_host(args: impl Iterator<Item = String>) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut args = args.peekable();
-    while let Some(a) = args.next() {
-        if a == "--" {
-            out.push(a);
-            out.extend(args.by_ref());
-            break;
-        }
-        if a == "--host" {
-            args.next();
-            continue;
-        }
-        if a.starts_with("--host=") {
-            continue;
-        }
-        out.push(a);
-    }
-    out
+    argv::without_flag(args, "host")
 }
 
 /// Completion scripts, for the packaging tests and `completions`.

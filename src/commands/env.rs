@@ -238,8 +238,8 @@ fn advice(format: EnvFormat, ca: Option<&str>) -> Option<String> {
 
 pub fn run(host: &Host, args: &EnvArgs) -> Result<()> {
     let record = require(host, &args.name)?;
-    let conn = Connection::of(host, &record);
     let resolved = crate::ops::database::resolve(host, &record);
+    let conn = Connection::with(host, &record, &resolved);
     if let Some(missing) = &resolved.config_missing {
         host.printer.note(format!(
             "client.database = {missing:?} is not a database of baseline {}; passed over",

@@ -44,6 +44,15 @@ pub struct Connection {
 
 impl Connection {
     pub fn of(host: &Host, record: &BranchRecord) -> Connection {
+        Connection::with(host, record, &super::database::resolve(host, record))
+    }
+
+    /// `of` with the branch's database already resolved (`env` also explains it).
+    pub fn with(
+        host: &Host,
+        record: &BranchRecord,
+        resolved: &super::database::Resolved,
+    ) -> Connection {
         let addr = host.config.bind_address;
         // What other machines reach this host by, when set; else where the branch listens.
         let reach = match host.config.advertise_address.as_str() {
@@ -72,9 +81,7 @@ impl Connection {
             )
         };
         let ssl_ca = crate::store::tls::needed(addr).then(|| host.layout.tls_ca_cert());
-        let database = super::database::resolve(host, record)
-            .database
-            .map(|d| d.to_string());
+        let database = resolved.database.as_ref().map(|d| d.to_string());
         let path = database.as_deref().map(url_escape).unwrap_or_default();
         Connection {
             host: reach,

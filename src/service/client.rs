@@ -32,24 +32,7 @@ trait Manager1 {
 /// The arguments the service gets: the command line without `--config` (the config goes in
 /// its own argument, which the service checks; its worker refuses one in the arguments).
 pub fn forwarded_args(args: impl Iterator<Item = String>) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut args = args.peekable();
-    while let Some(a) = args.next() {
-        if a == "--" {
-            out.push(a);
-            out.extend(args.by_ref());
-            break;
-        }
-        if a == "--config" {
-            args.next();
-            continue;
-        }
-        if a.starts_with("--config=") {
-            continue;
-        }
-        out.push(a);
-    }
-    out
+    crate::argv::without_flag(args, "config")
 }
 
 /// Runs `args` (db-branch's arguments, without the program name) through the service;
