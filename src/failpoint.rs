@@ -30,10 +30,10 @@ pub const ALL: &[&str] = &[
 
 /// The failpoints just after a step of the storage backend (a clone, a rollback, a destroy,
 /// a workspace, a seal): where btrfs and ZFS leave different things behind. The sweep runs
-/// these on ZFS in CI, and all of `ALL` on btrfs and in a full run.
+/// these on ZFS in CI, and all of `ALL` on btrfs and in a full run. (`reset:after-kill`
+/// is not one: the server is gone and the storage untouched, the same on both.)
 pub const STORAGE: &[&str] = &[
     "create:after-clone",
-    "reset:after-kill",
     "reset:after-rollback",
     "delete:after-destroy",
     "baseline:after-workspace",

@@ -24,14 +24,15 @@ fn with_failpoint(env: &TestEnv, failpoint: &str, args: &[&str]) -> Output {
     out
 }
 
-/// (kind, subject) of what `doctor` finds left behind.
-fn findings(env: &TestEnv) -> Vec<(String, String)> {
+/// (kind, subject) of what `doctor` finds left behind, and whether it passed (no finding
+/// left, no failed check).
+fn doctor(env: &TestEnv) -> (Vec<(String, String)>, Output) {
     let out = env.run(&["--json", "doctor"]);
     let v: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("doctor: {e}: {}", String::from_utf8_lossy(&out.stderr)));
-    v["findings"]
+    let found = v["findings"]
         .as_array()
-        .unwrap()
+        .expect("doctor's JSON has findings")
         .iter()
         .map(|f| {
             (
@@ -39,13 +40,18 @@ fn findings(env: &TestEnv) -> Vec<(String, String)> {
                 f["subject"].as_str().unwrap().into(),
             )
         })
-        .collect()
+        .collect();
+    (found, out)
 }
 
+fn findings(env: &TestEnv) -> Vec<(String, String)> {
+    doctor(env).0
+}
+
+/// Nothing left behind, and doctor passes: one run (each costs seconds in the ZFS guest).
 fn assert_clean(env: &TestEnv, after: &str) {
-    let f = findings(env);
+    let (f, out) = doctor(env);
     assert!(f.is_empty(), "after {after}, doctor finds {f:?}");
-    let out = env.run(&["doctor"]);
     assert!(
         out.status.success(),
         "after {after}: {}",
