@@ -575,11 +575,17 @@ mod tests {
         ] {
             for need in [Need::User, Need::Admin, Need::owner(&"a".parse().unwrap())] {
                 let err = decide(&eve, globals, &need).unwrap_err();
-                assert_eq!(crate::error::exit_code(&err), crate::error::EXIT_PERMISSION);
+                assert_eq!(
+                    crate::report::exit_code(&err),
+                    crate::error::EXIT_PERMISSION
+                );
             }
         }
         let err = decide(&eve, Globals::default(), &Need::Root).unwrap_err();
-        assert_eq!(crate::error::exit_code(&err), crate::error::EXIT_PERMISSION);
+        assert_eq!(
+            crate::report::exit_code(&err),
+            crate::error::EXIT_PERMISSION
+        );
         assert_eq!(
             decide(&eve, Globals::default(), &Need::User).unwrap(),
             Route::Here
@@ -620,7 +626,10 @@ mod tests {
             },
         ] {
             let err = decide(&eve, globals, &Need::OwnProcess).unwrap_err();
-            assert_eq!(crate::error::exit_code(&err), crate::error::EXIT_PERMISSION);
+            assert_eq!(
+                crate::report::exit_code(&err),
+                crate::error::EXIT_PERMISSION
+            );
         }
         for origin in [Origin::Root, Origin::User] {
             assert_eq!(
@@ -641,10 +650,16 @@ mod tests {
         let stranger = caller(4242, vec![4242], "eve");
         assert_eq!(stranger.role(&access), Role::Outsider);
         let err = authorize(&stranger, &access, Need::User, &none).unwrap_err();
-        assert_eq!(crate::error::exit_code(&err), crate::error::EXIT_PERMISSION);
+        assert_eq!(
+            crate::report::exit_code(&err),
+            crate::error::EXIT_PERMISSION
+        );
         assert!(err.to_string().contains("not in group no-such-group-dbb"));
         let err = authorize(&stranger, &access, Need::Root, &none).unwrap_err();
-        assert_eq!(crate::error::exit_code(&err), crate::error::EXIT_PERMISSION);
+        assert_eq!(
+            crate::report::exit_code(&err),
+            crate::error::EXIT_PERMISSION
+        );
         assert!(authorize(&stranger, &access, Need::Anyone, &none).is_ok());
     }
 
@@ -661,7 +676,10 @@ mod tests {
         let err = alice
             .check(&access, &Need::owner(&a), &a, Some(&record("bob", None)))
             .unwrap_err();
-        assert_eq!(crate::error::exit_code(&err), crate::error::EXIT_PERMISSION);
+        assert_eq!(
+            crate::report::exit_code(&err),
+            crate::error::EXIT_PERMISSION
+        );
         assert_eq!(
             err.to_string(),
             "branch a is not yours: owned by bob; ask an admin"
@@ -671,7 +689,10 @@ mod tests {
         assert!(alice.owns(&record("renamed", Some(4243))));
         let none = |_: &BranchName| -> Result<Option<BranchRecord>> { Ok(None) };
         let err = authorize(&alice, &access, Need::Admin, &none).unwrap_err();
-        assert_eq!(crate::error::exit_code(&err), crate::error::EXIT_PERMISSION);
+        assert_eq!(
+            crate::report::exit_code(&err),
+            crate::error::EXIT_PERMISSION
+        );
         // Every branch of an Owner need is checked: the source of `create --from` too.
         let bobs = |n: &BranchName| -> Result<Option<BranchRecord>> {
             Ok((n.as_str() == "src").then(|| record("bob", Some(5000))))

@@ -229,8 +229,8 @@ pub struct Expiry {
 
 impl Expiry {
     /// What the flags ask for.
-    pub fn request(&self) -> crate::ops::expiry::ExpiryRequest {
-        use crate::ops::expiry::ExpiryRequest;
+    pub fn request(&self) -> crate::ops::branch::expiry::ExpiryRequest {
+        use crate::ops::branch::expiry::ExpiryRequest;
         match (self.ttl, self.expires_at) {
             (_, Some(t)) => ExpiryRequest::At(t.0),
             (Some(d), None) => ExpiryRequest::Ttl(d),

@@ -247,7 +247,7 @@ pub struct ClientConfig {
     /// `DB_DATABASE`), for branches made without `create --database`. Unset: the
     /// generation's only database, if it has exactly one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub database: Option<crate::branch::DatabaseName>,
+    pub database: Option<crate::names::DatabaseName>,
 }
 
 impl Default for Config {

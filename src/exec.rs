@@ -55,11 +55,18 @@ pub fn tail(bytes: &[u8]) -> String {
 /// Runs `cmd` to completion; a non-zero exit becomes `Error::Command`.
 pub fn run(cmd: &mut Command) -> anyhow::Result<Output> {
     let line = command_line(cmd);
+    let started = std::time::Instant::now();
     let out = cmd.output().map_err(|e| CommandError {
         command: line.clone(),
         status: format!("could not be started: {e}"),
         stderr_tail: String::new(),
     })?;
+    // DB_BRANCH_LOG=debug: where a slow command's time goes, program by program.
+    tracing::debug!(
+        secs = started.elapsed().as_secs_f64(),
+        status = %out.status,
+        "ran {line}"
+    );
     if !out.status.success() {
         let mut stderr_tail = tail(&out.stderr);
         if stderr_tail.is_empty() {

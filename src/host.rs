@@ -225,7 +225,7 @@ mod tests {
         sim.host.layout = crate::layout::Layout::new(&root);
         let long = name(&"n".repeat(48));
         let e = sim.host.check_socket_path(&long).unwrap_err();
-        let (kind, hints) = crate::error::classify(&e);
+        let (kind, hints) = crate::report::classify(&e);
         assert_eq!(kind, crate::error::Kind::Usage);
         assert!(e.to_string().contains("too long"), "{e}");
         let fits: usize = hints[0]

@@ -15,8 +15,8 @@ fn main() -> ExitCode {
     match db_branch::run(cli, printer.clone()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            let (kind, _) = db_branch::error::classify(&err);
-            let text = db_branch::error::render(&err);
+            let (kind, _) = db_branch::report::classify(&err);
+            let text = db_branch::report::render(&err);
             if kind != db_branch::error::Kind::BrokenPipe && !text.is_empty() {
                 printer.error(&text);
             }

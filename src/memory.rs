@@ -6,7 +6,7 @@
 
 use crate::config::Profile;
 use crate::error::{Error, Kind};
-use crate::server::flavour::Family;
+use crate::flavour::Family;
 use anyhow::Result;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -319,7 +319,8 @@ impl Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{exit_code, EXIT_REFUSED};
+    use crate::error::EXIT_REFUSED;
+    use crate::report::exit_code;
 
     const M: u64 = 1 << 20;
 
@@ -410,7 +411,7 @@ mod tests {
         let e = adm(300 * M, vec![]).check().unwrap_err();
         assert_eq!(exit_code(&e), EXIT_REFUSED);
         a.cgroup_room_bytes = Some(400 * M);
-        let text = crate::error::render(&a.check().unwrap_err());
+        let text = crate::report::render(&a.check().unwrap_err());
         assert!(text.contains("cgroup"), "{text}");
     }
 
@@ -418,7 +419,7 @@ mod tests {
     fn the_refusal_names_the_figures_without_rounding_them_together() {
         // One byte short: the figures must still differ in the message.
         let a = adm(176 * M + 300 * M - 1, vec![]);
-        let text = crate::error::render(&a.check().unwrap_err());
+        let text = crate::report::render(&a.check().unwrap_err());
         assert!(
             text.contains(&format!("may use {} bytes", 176 * M))
                 && text.contains(&format!("leaves {} bytes", 176 * M - 1)),
@@ -426,7 +427,7 @@ mod tests {
         );
         // What is owed, by whom, and what to stop.
         let a = adm(700 * M, vec![(400 * M, 100 * M), (200 * M, 190 * M)]);
-        let text = crate::error::render(&a.check().unwrap_err());
+        let text = crate::report::render(&a.check().unwrap_err());
         assert!(text.contains("may use 176.0 MiB"), "{text}");
         assert!(text.contains("310.0 MiB is owed to 2 running"), "{text}");
         assert!(text.contains("leaves 90.0 MiB"), "{text}");

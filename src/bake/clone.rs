@@ -4,12 +4,12 @@
 //! workspace; the caller then starts the cloned datadir (its first start applies the redo
 //! the clone carried) to finish the baseline.
 
-use super::{connect_source, redact};
+use super::session::{connect_source, redact};
+use crate::flavour::{Family, Flavour};
 use crate::printer::PhaseProgress;
 use crate::server::binary::ServerBinary;
-use crate::server::conn::sql_string;
-use crate::server::flavour::{Family, Flavour};
 use crate::server::oneoff::OneOff;
+use crate::sql::sql_string;
 use crate::values::ByteSize;
 use anyhow::{anyhow, Context, Result};
 use mysql::prelude::Queryable;
@@ -26,7 +26,7 @@ pub fn unusable(source: &mut mysql::Conn, target: &Flavour) -> Result<Option<Str
             "CLONE needs MySQL on both sides (source {donor}, this server {target})"
         )));
     }
-    if donor.version < crate::server::flavour::Version::parse("8.0.17").expect("literal") {
+    if donor.version < crate::flavour::Version::parse("8.0.17").expect("literal") {
         return Ok(Some(format!(
             "CLONE needs MySQL 8.0.17 or later (source {donor})"
         )));
@@ -154,7 +154,7 @@ pub fn keep_only(target: &OneOff, databases: &[String]) -> Result<()> {
         if super::copy::SYSTEM_SCHEMAS.contains(&db.as_str()) || databases.contains(&db) {
             continue;
         }
-        conn.query_drop(format!("DROP DATABASE {}", super::quote(&db)))?;
+        conn.query_drop(format!("DROP DATABASE {}", crate::sql::quote(&db)))?;
     }
     Ok(())
 }

@@ -4,10 +4,12 @@
 //! whose files cannot be imported.
 
 use super::ddl::split_create_table;
+use super::job::{check_cancel, BakeRequest, BakeSummary, Phases};
+use super::session::{session, TARGET_SESSION};
 use super::split::int_chunks;
-use super::{check_cancel, quote, session, BakeRequest, BakeSummary, Phases, TARGET_SESSION};
 use crate::error::usage;
 use crate::server::oneoff::OneOff;
+use crate::sql::quote;
 use anyhow::{anyhow, Context, Result};
 use mysql::prelude::Queryable;
 use mysql::Value;

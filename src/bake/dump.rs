@@ -4,11 +4,12 @@
 
 use super::copy::{add_deferred, Deferred};
 use super::ddl::split_create_table;
+use super::job::{check_cancel, BakeRequest, BakeSummary, Phases};
 use super::split::{Statement, Statements};
-use super::{check_cancel, quote, BakeRequest, BakeSummary, Phases};
 use crate::error::usage;
 use crate::server::client::{ClientFailure, ClientFeed};
 use crate::server::oneoff::OneOff;
+use crate::sql::quote;
 use anyhow::{Context, Result};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};

@@ -8,7 +8,9 @@ pub mod clone;
 pub mod copy;
 pub mod ddl;
 pub mod dump;
+pub mod job;
 pub mod objects;
+pub mod session;
 pub mod snapshot;
 pub mod split;
 pub mod tablespace;
@@ -21,148 +23,9 @@ use crate::server::real::RealServer;
 use crate::values::ByteSize;
 use anyhow::{anyhow, Context, Result};
 use mysql::prelude::Queryable;
-use serde::Serialize;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
-/// How rows get from a live source into the baseline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Via {
-    /// MySQL's CLONE INSTANCE: the whole instance at disk speed (same MySQL version, clone
-    /// plugin on the source).
-    Clone,
-    /// The source's table files, exported and imported (its datadir on this host).
-    Tablespace,
-    /// Rows read in parallel over primary-key ranges, indexes built afterwards.
-    Logical,
-}
-
-impl std::fmt::Display for Via {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Via::Clone => "clone",
-            Via::Tablespace => "tablespace",
-            Via::Logical => "logical",
-        })
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum BakeSource {
-    /// `mysql://user:pass@host:port`; `via` forces a path (None: the fastest that applies).
-    Live { url: String, via: Option<Via> },
-    /// `file:PATH`, plain, .gz or .zst.
-    Dump(PathBuf),
-    /// `datadir:PATH`, already copied into the workspace by the storage.
-    Datadir(PathBuf),
-}
-
-impl BakeSource {
-    pub fn parse(s: &str, via: Option<Via>) -> Result<BakeSource> {
-        if s.starts_with("mysql://") {
-            mysql::Opts::from_url(s).map_err(|e| {
-                usage(format!(
-                    "{} is not a valid source URL ({e}); write it like mysql://user:password@host:3306",
-                    redact(s)
-                ))
-            })?;
-            return Ok(BakeSource::Live {
-                url: s.to_string(),
-                via,
-            });
-        }
-        if let Some(via) = via {
-            return Err(usage(format!(
-                "--via {via} (or --logical) applies to mysql:// sources only"
-            )));
-        }
-        if let Some(p) = s.strip_prefix("file:") {
-            let path = PathBuf::from(p);
-            if !path.is_file() {
-                return Err(usage(format!(
-                    "dump file {} does not exist",
-                    path.display()
-                )));
-            }
-            return Ok(BakeSource::Dump(path));
-        }
-        if let Some(p) = s.strip_prefix("datadir:") {
-            return Ok(BakeSource::Datadir(PathBuf::from(p)));
-        }
-        Err(usage(format!(
-            "source {s:?} is not one of mysql://user:pass@host:port, file:PATH, datadir:PATH"
-        )))
-    }
-}
-
-impl BakeSource {
-    /// A live source's URL with a password given apart from it (`MYSQL_PWD`,
-    /// `--password-file`), so it is never on a command line for `ps` to show.
-    pub fn with_password(self, password: Option<String>) -> Result<BakeSource> {
-        let Some(password) = password else {
-            return Ok(self);
-        };
-        let BakeSource::Live { url, via } = self else {
-            return Err(usage(
-                "a source password (--password-file, MYSQL_PWD) applies to mysql:// sources",
-            ));
-        };
-        let (scheme, rest) = url.split_once("://").expect("parsed as mysql://");
-        let Some((user, host)) = rest.split_once('@') else {
-            return Err(usage(format!(
-                "{} names no user for the password; write mysql://USER@host:port",
-                redact(&url)
-            )));
-        };
-        if user.contains(':') {
-            return Err(usage(
-                "the source URL has a password already; give it once (in the URL, or with \
-                 --password-file / MYSQL_PWD)",
-            ));
-        }
-        let encoded =
-            percent_encoding::utf8_percent_encode(&password, percent_encoding::NON_ALPHANUMERIC);
-        Ok(BakeSource::Live {
-            url: format!("{scheme}://{user}:{encoded}@{host}"),
-            via,
-        })
-    }
-}
-
-/// A source URL with its password replaced, for messages.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let creds = &url[scheme + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
-}
-
-pub struct BakeRequest<'a> {
-    pub source: BakeSource,
-    /// Databases to bake; empty = every user database.
-    pub databases: Vec<String>,
-    pub mask_sql: Option<PathBuf>,
-    pub verify: bool,
-    pub jobs: usize,
-    /// The workspace that becomes the datadir of the new generation.
-    pub datadir: &'a Path,
-    /// Scratch directory for the one-off server.
-    pub work: &'a Path,
-    /// Set on SIGINT/SIGTERM: the bake stops at the next table or chunk.
-    pub cancel: &'a AtomicBool,
-    /// Keep the source's accounts (users and their grants) in the baseline.
-    pub with_users: bool,
-    /// The database a single-database dump is loaded into.
-    pub into: Option<String>,
-}
+pub use job::{check_cancel, BakeRequest, BakeSource, BakeSummary, PhaseTime, Phases, Via};
+pub use session::{connect_source, redact, session, SOURCE_SESSION, TARGET_SESSION};
 
 /// Fills a workspace with a baked datadir. Real: a one-off server of the configured
 /// binary; sim: records the request.
@@ -178,157 +41,6 @@ impl Baker for RealBaker {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
-pub struct PhaseTime {
-    pub name: String,
-    pub seconds: f64,
-    pub bytes: u64,
-}
-
-#[derive(Debug, Clone, Serialize, Default)]
-pub struct BakeSummary {
-    /// clone | tablespace | logical | dump | datadir
-    pub path: String,
-    /// Why a faster path did not apply (a live source without `--via`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub path_reason: Option<String>,
-    pub databases: Vec<String>,
-    pub tables: usize,
-    pub rows: u64,
-    pub bytes: u64,
-    pub phases: Vec<PhaseTime>,
-    /// Tables whose checksum (or row count) matched the source, with --verify.
-    pub verified_tables: Option<usize>,
-    /// Objects (tables, sequences, views, routines, triggers, events) whose definitions
-    /// matched, with --verify.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub verified_objects: Option<usize>,
-    /// What --verify compared: `definitions and checksums`, or `names and row counts`
-    /// between servers of different families or series.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub verified_by: Option<String>,
-    /// Tables the tablespace path copied as rows instead, with why (`db.t (FULLTEXT
-    /// index)`, `db.t (partitioned)`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub copied_as_rows: Vec<String>,
-    pub masked: bool,
-    /// The server that made the baseline.
-    pub server: Option<crate::server::flavour::Flavour>,
-}
-
-/// Times phases for the summary.
-pub struct Phases<'p> {
-    pub progress: &'p PhaseProgress,
-    done: Vec<PhaseTime>,
-    current: Option<(String, Instant)>,
-    bytes: u64,
-}
-
-impl<'p> Phases<'p> {
-    fn new(progress: &'p PhaseProgress) -> Self {
-        Phases {
-            progress,
-            done: Vec::new(),
-            current: None,
-            bytes: 0,
-        }
-    }
-    pub fn start(&mut self, name: &str, total_bytes: u64) {
-        self.end();
-        self.progress.phase(name, total_bytes);
-        self.current = Some((name.to_string(), Instant::now()));
-        self.bytes = total_bytes;
-    }
-    fn end(&mut self) {
-        if let Some((name, t)) = self.current.take() {
-            self.progress.finish();
-            self.done.push(PhaseTime {
-                name,
-                seconds: t.elapsed().as_secs_f64(),
-                bytes: self.bytes,
-            });
-        }
-    }
-    fn finish(mut self) -> Vec<PhaseTime> {
-        self.end();
-        self.done
-    }
-}
-
-pub fn check_cancel(cancel: &AtomicBool) -> Result<()> {
-    if cancel.load(Ordering::SeqCst) {
-        return Err(anyhow!(
-            "interrupted: the bake was stopped by a signal; nothing was made"
-        ));
-    }
-    Ok(())
-}
-
-/// Connects to a live source, with errors that say what to fix.
-pub fn connect_source(url: &str) -> Result<mysql::Conn> {
-    let opts = mysql::OptsBuilder::from_opts(mysql::Opts::from_url(url)?)
-        .prefer_socket(false)
-        .tcp_connect_timeout(Some(std::time::Duration::from_secs(10)));
-    mysql::Conn::new(opts).map_err(|e| match &e {
-        mysql::Error::MySqlError(m) if m.code == 1045 || m.code == 1044 => usage(format!(
-            "the source refused the credentials in {}: {}; check the user and password",
-            redact(url),
-            m.message
-        )),
-        mysql::Error::MySqlError(m) if m.code == 1049 => usage(format!(
-            "the source {} has no such database: {}",
-            redact(url),
-            m.message
-        )),
-        // MySQL answers an unknown user with a switch to a plugin nobody can satisfy.
-        mysql::Error::DriverError(mysql::DriverError::UnknownAuthPlugin(plugin)) => usage(format!(
-            "the source {} asked for the {plugin} authentication, which MySQL also asks of \
-             a user it does not know; check the user and password (db-branch speaks \
-             caching_sha2_password and mysql_native_password)",
-            redact(url)
-        )),
-        mysql::Error::MySqlError(m) => anyhow!(
-            "the source {} said: {} (error {})",
-            redact(url),
-            m.message,
-            m.code
-        ),
-        mysql::Error::DriverError(d) => anyhow!(
-            "cannot reach the source {}: {d}; check host and port, and that a MySQL or \
-             MariaDB server runs there",
-            redact(url)
-        ),
-        mysql::Error::IoError(io) => anyhow!(
-            "cannot reach the source {}: {io}; check host and port, and that the server runs",
-            redact(url)
-        ),
-        other => anyhow!(
-            "cannot reach the source {}: {other}; check host and port, and that the server runs",
-            redact(url)
-        ),
-    })
-}
-
-/// The session settings every copy connection uses: bytes passed through untouched,
-/// timestamps in UTC, no per-row checks the source already made.
-pub const TARGET_SESSION: &[&str] = &[
-    "SET NAMES binary",
-    "SET time_zone = '+00:00'",
-    "SET unique_checks = 0",
-    "SET foreign_key_checks = 0",
-    "SET sql_mode = 'NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'",
-];
-pub const SOURCE_SESSION: &[&str] = &["SET NAMES binary", "SET time_zone = '+00:00'"];
-
-pub fn session(conn: &mut mysql::Conn, settings: &[&str]) -> Result<()> {
-    for s in settings {
-        conn.query_drop(*s).with_context(|| format!("`{s}`"))?;
-    }
-    Ok(())
-}
-
-pub use crate::server::conn::quote;
-
 /// Where a baked datadir came from: made here by the initialiser, or made elsewhere (a
 /// clone, a copied datadir) with accounts db-branch does not know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -340,7 +52,7 @@ enum Origin {
 /// The path a live source takes, and why a faster one did not apply.
 fn choose_path(
     source: &mut mysql::Conn,
-    flavour: &crate::server::flavour::Flavour,
+    flavour: &crate::flavour::Flavour,
     via: Option<Via>,
     listing: &Result<copy::TableList>,
 ) -> Result<(Via, Option<String>)> {
@@ -348,7 +60,7 @@ fn choose_path(
     // The listing's own error, kind and hints kept (a MyISAM table is a usage error).
     let tables = || {
         listing.as_ref().map_err(|e| {
-            let (kind, hints) = crate::error::classify(e);
+            let (kind, hints) = crate::report::classify(e);
             anyhow::Error::from(crate::error::Error {
                 kind,
                 message: format!("{e:#}"),
@@ -393,13 +105,13 @@ fn drop_foreign_accounts(target: &OneOff) -> Result<usize> {
     let users: Vec<(String, String)> = conn.query("SELECT User, Host FROM mysql.user")?;
     let mut dropped = 0;
     for (user, host) in users {
-        if crate::server::flavour::Flavour::is_system_account(&user) {
+        if crate::flavour::Flavour::is_system_account(&user) {
             continue;
         }
         conn.query_drop(format!(
             "DROP USER {}@{}",
-            crate::server::conn::sql_string(&user),
-            crate::server::conn::sql_string(&host)
+            crate::sql::sql_string(&user),
+            crate::sql::sql_string(&host)
         ))?;
         dropped += 1;
     }
@@ -436,7 +148,7 @@ pub fn bake(
         (BakeSource::Datadir(_), _) => {
             server.check_can_serve(
                 "the source datadir",
-                crate::server::flavour::Flavour::of_datadir(req.datadir),
+                crate::flavour::Flavour::of_datadir(req.datadir),
             )?;
             summary.path = "datadir".into();
             Origin::Foreign

@@ -2,8 +2,8 @@
 //! Created after the data (triggers must not fire on copied rows), users first (they are the
 //! definers of the rest) when `--with-users` asks for them.
 
-use super::quote;
-use crate::server::conn::sql_string;
+use crate::sql::quote;
+use crate::sql::sql_string;
 use anyhow::{Context, Result};
 use mysql::prelude::Queryable;
 
@@ -205,7 +205,7 @@ fn copy_views(source: &mut mysql::Conn, target: &mut mysql::Conn, db: &str) -> R
         pending.retain(|(name, def)| match apply(target, def) {
             Ok(()) => false,
             Err(e) => {
-                last_error = Some(format!("{db}.{name}: {}", crate::error::chain_text(&e)));
+                last_error = Some(format!("{db}.{name}: {}", crate::report::chain_text(&e)));
                 true
             }
         });

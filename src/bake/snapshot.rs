@@ -2,7 +2,7 @@
 //! compares with) all open their transactions while no table can change, so every table
 //! comes from the same moment and the comparison sees what was copied.
 
-use super::{connect_source, session, SOURCE_SESSION};
+use super::session::{connect_source, session, SOURCE_SESSION};
 use anyhow::Result;
 use mysql::prelude::Queryable;
 

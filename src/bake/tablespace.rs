@@ -10,10 +10,12 @@
 //! partitioned table is a file of its own.
 
 use super::copy::{show_create_table, Table, TableList};
+use super::job::{check_cancel, BakeRequest, BakeSummary, Phases};
+use super::session::{session, TARGET_SESSION};
 use super::snapshot::{self, Freeze, Snapshot};
-use super::{check_cancel, quote, session, BakeRequest, BakeSummary, Phases, TARGET_SESSION};
-use crate::server::flavour::Flavour;
+use crate::flavour::Flavour;
 use crate::server::oneoff::OneOff;
+use crate::sql::quote;
 use anyhow::{anyhow, Context, Result};
 use mysql::prelude::Queryable;
 use std::collections::VecDeque;

@@ -6,7 +6,7 @@
 //! spellings differ.
 
 use super::copy::{Table, TableList};
-use super::quote;
+use crate::sql::quote;
 use anyhow::{anyhow, Result};
 use mysql::prelude::Queryable;
 use serde::Serialize;

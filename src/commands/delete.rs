@@ -2,7 +2,7 @@ use crate::branch::BranchName;
 use crate::cli::DeleteArgs;
 use crate::error::usage;
 use crate::host::Host;
-use crate::ops::discard::{delete, Deleted};
+use crate::ops::branch::discard::{delete, Deleted};
 use crate::view::branch::DeleteView;
 use anyhow::{Context, Result};
 use std::io::IsTerminal;

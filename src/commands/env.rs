@@ -1,7 +1,7 @@
 use crate::cli::{EnvArgs, EnvFormat};
 use crate::host::Host;
-use crate::ops::connection::{url_escape, Connection};
-use crate::ops::record::require;
+use crate::ops::branch::connection::{url_escape, Connection};
+use crate::ops::branch::record::require;
 use anyhow::Result;
 
 /// `KEY=value` with the value quoted for a POSIX shell where it needs it.
@@ -238,7 +238,7 @@ fn advice(format: EnvFormat, ca: Option<&str>) -> Option<String> {
 
 pub fn run(host: &Host, args: &EnvArgs) -> Result<()> {
     let record = require(host, &args.name)?;
-    let resolved = crate::ops::database::resolve(host, &record);
+    let resolved = crate::ops::branch::database::resolve(host, &record);
     let conn = Connection::with(host, &record, &resolved);
     if let Some(missing) = &resolved.config_missing {
         host.printer.note(format!(

@@ -1,6 +1,6 @@
 use crate::cli::ExtendArgs;
 use crate::host::Host;
-use crate::ops::expiry::extend;
+use crate::ops::branch::expiry::extend;
 use crate::view::branch::BranchView;
 use anyhow::Result;
 

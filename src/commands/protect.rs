@@ -1,6 +1,6 @@
 use crate::cli::ProtectArgs;
 use crate::host::Host;
-use crate::ops::expiry::protect;
+use crate::ops::branch::expiry::protect;
 use crate::view::branch::BranchView;
 use anyhow::Result;
 

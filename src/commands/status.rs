@@ -1,6 +1,6 @@
 use crate::cli::NameArg;
 use crate::host::Host;
-use crate::ops::record::require;
+use crate::ops::branch::record::require;
 use crate::view::branch::Status;
 use anyhow::Result;
 

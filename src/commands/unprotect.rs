@@ -1,6 +1,6 @@
 use crate::cli::NameArg;
 use crate::host::Host;
-use crate::ops::expiry::unprotect;
+use crate::ops::branch::expiry::unprotect;
 use crate::view::branch::BranchView;
 use anyhow::Result;
 

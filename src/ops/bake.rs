@@ -2,11 +2,12 @@
 //! workspace and frozen only when complete: a failed or interrupted bake leaves no
 //! generation and touches no existing one.
 
-use super::baseline::{build, check_datadir, check_server_for};
+use super::baseline::{build, check_datadir};
 use crate::bake::{check_cancel, BakeRequest, BakeSource, BakeSummary};
 use crate::branch::Generation;
 use crate::error::usage;
 use crate::host::Host;
+use crate::ops::branch::fit::check_server_for;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -40,7 +41,7 @@ fn validate(host: &Host, opts: &BakeOptions) -> Result<()> {
             check_server_for(
                 host,
                 "the source datadir",
-                crate::server::flavour::Flavour::of_datadir(dir),
+                crate::flavour::Flavour::of_datadir(dir),
             )?;
             if opts.verify {
                 return Err(usage(

@@ -5,8 +5,9 @@
 
 use crate::branch::Generation;
 use crate::error::usage;
+use crate::flavour::Flavour;
 use crate::host::Host;
-use crate::server::flavour::Flavour;
+use crate::ops::branch::fit::{check_server_for, generation_server};
 use crate::server::Preparation;
 use crate::storage::GenerationInfo;
 use crate::store::records;
@@ -150,7 +151,7 @@ pub fn promote(
             )));
         }
     }
-    let record = super::record::require(host, name)?;
+    let record = crate::ops::branch::record::require(host, name)?;
     let made_by = record
         .server
         .or_else(|| generation_server(host, record.baseline));
@@ -158,10 +159,10 @@ pub fn promote(
     let progress = host.printer.progress().labelled("baseline");
     let (generation, downtime) = build_in(host, "baseline", |work, generation| {
         let _lock = host.branch_lock(name)?;
-        let mut record = super::record::require(host, name)?;
+        let mut record = crate::ops::branch::record::require(host, name)?;
         progress.phase(&format!("snapshot branch {name} (stopped cleanly)"), 0);
         let mut workspace = PathBuf::new();
-        let captured = super::capture::capture(host, &mut record, true, || {
+        let captured = crate::ops::branch::capture::capture(host, &mut record, true, || {
             workspace = host.storage.begin_baseline_from_branch(generation, name)?;
             Ok(())
         })?;
@@ -183,34 +184,6 @@ pub fn promote(
         ))
     })?;
     Ok((generation, downtime))
-}
-
-/// Refuses (exit 2, naming both) what the configured server must not start: a datadir or
-/// generation made by another family or release series. Its first start would upgrade
-/// the data dictionary in place. Unknown origins pass.
-pub fn check_server_for(host: &Host, what: &str, made_by: Option<Flavour>) -> Result<()> {
-    let Some(made_by) = made_by else {
-        return Ok(());
-    };
-    let binary = host.server.flavour()?;
-    if !binary.can_serve(&made_by) {
-        return Err(crate::server::ServerError::WrongServer {
-            what: what.to_string(),
-            made_by,
-            binary,
-        }
-        .into());
-    }
-    Ok(())
-}
-
-/// Which server made generation `gen`, when it says.
-pub fn generation_server(host: &Host, gen: Generation) -> Option<Flavour> {
-    host.storage
-        .generation_info(gen)
-        .ok()
-        .flatten()
-        .map(|i| i.server)
 }
 
 /// A datadir has the system schema directory and InnoDB's system tablespace or redo log.

@@ -1,11 +1,11 @@
 //! Checkpoints: read-only snapshots of a branch to reset to (`reset NAME --to TAG`), kept
 //! with it and deleted with it.
 
-use super::capture::{capture, Captured};
-use super::record::{persist, require};
 use crate::branch::{BranchName, Checkpoint, CheckpointTag, Phase};
 use crate::error::{usage, Error, Kind};
 use crate::host::Host;
+use crate::ops::branch::capture::{capture, Captured};
+use crate::ops::branch::record::{persist, require};
 use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -185,7 +185,7 @@ mod tests {
         assert!(seeded.checkpoint.clean);
         assert!(seeded.captured.downtime_seconds.is_some());
         let again = make(&sim.host, &name("a"), Some(tag("seeded")), false).unwrap_err();
-        assert_eq!(crate::error::exit_code(&again), crate::error::EXIT_USAGE);
+        assert_eq!(crate::report::exit_code(&again), crate::error::EXIT_USAGE);
         let listed: Vec<String> = list(&sim.host, &name("a"))
             .unwrap()
             .iter()

@@ -1,19 +1,22 @@
 //! Create a branch: clone the baseline, start a server, wait until it answers. Idempotent:
 //! an existing branch is started if needed and returned with the same port.
 
-use super::admission::{admit, admit_locked};
-use super::baseline::{check_server_for, generation_server};
-use super::capture::{capture, Captured};
-use super::discard::discard;
-use super::expiry::{resolve, ExpiryRequest};
-use super::launch::{self, launch};
-use super::record::persist;
 use crate::branch::{
     BranchName, BranchRecord, BranchRef, DatabaseName, Generation, Label, Parent, Phase,
 };
 use crate::config::Profile;
 use crate::error::{usage, Error, Kind};
 use crate::host::Host;
+use crate::ops::branch::budget::{admit, admit_locked};
+use crate::ops::branch::capture::{capture, Captured};
+use crate::ops::branch::discard::discard;
+use crate::ops::branch::expiry::{resolve, ExpiryRequest};
+use crate::ops::branch::fit::{check_server_for, generation_server};
+use crate::ops::branch::record::persist;
+use crate::ops::branch::{
+    launch::{self},
+    unit::launch,
+};
 use crate::ports;
 use crate::store::records;
 use crate::undo::Undo;
@@ -125,7 +128,11 @@ pub fn create(host: &Host, opts: &CreateOptions) -> Result<Created> {
                 let held =
                     crate::server::databases::in_datadir(&host.storage.branch_datadir(&from.name))
                         .ok();
-                super::database::check_in(d, held.as_deref(), &format!("branch {}", from.name))?;
+                crate::ops::branch::database::check_in(
+                    d,
+                    held.as_deref(),
+                    &format!("branch {}", from.name),
+                )?;
             }
             let database = opts.database.clone().or(source.database.clone());
             (source.baseline, made_by, database)
@@ -135,7 +142,7 @@ pub fn create(host: &Host, opts: &CreateOptions) -> Result<Created> {
             let made_by = generation_server(host, baseline);
             check_server_for(host, &format!("baseline {baseline}"), made_by)?;
             if let Some(d) = &opts.database {
-                super::database::check_requested(host, baseline, d)?;
+                crate::ops::branch::database::check_requested(host, baseline, d)?;
             }
             (baseline, made_by, opts.database.clone())
         }
@@ -287,7 +294,7 @@ fn apply<'a>(
 
 /// The branch (and checkpoint) a new branch is made from, or a not-found error.
 fn source_of(host: &Host, from: &BranchRef) -> Result<BranchRecord> {
-    let source = super::record::require(host, &from.name)?;
+    let source = crate::ops::branch::record::require(host, &from.name)?;
     if source.phase != Phase::Ready {
         return Err(usage(format!(
             "branch {} was never finished (its create was interrupted)",
@@ -365,15 +372,15 @@ fn existing_branch(host: &Host, opts: &CreateOptions, mut record: BranchRecord) 
         .filter(|d| record.database.as_ref() != Some(*d))
     {
         let held = crate::server::databases::in_datadir(&host.storage.branch_datadir(name)).ok();
-        super::database::check_in(d, held.as_deref(), &format!("branch {name}"))?;
+        crate::ops::branch::database::check_in(d, held.as_deref(), &format!("branch {name}"))?;
         record.database = Some(d.clone());
         changed = true;
     }
     if changed {
         persist(host, &record)?;
     }
-    if !launch::is_up(host, name) {
-        launch::check_server(host, &record)?;
+    if !crate::ops::branch::unit::is_up(host, name) {
+        crate::ops::branch::fit::check_server(host, &record)?;
         let _reservation = admit(host, &record, 0)?;
         launch::start_and_wait(host, &mut record)?;
         records::save(&host.layout, &record)?;
@@ -429,9 +436,10 @@ pub fn invoking_user() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{exit_code, EXIT_REFUSED, EXIT_USAGE};
-    use crate::ops::expiry::ExpiryRequest;
+    use crate::error::{EXIT_REFUSED, EXIT_USAGE};
+    use crate::ops::branch::expiry::ExpiryRequest;
     use crate::ops::testing::{name, sim_host};
+    use crate::report::exit_code;
     use crate::supervisor::ServiceState;
 
     fn args(n: &str) -> CreateOptions {
@@ -547,7 +555,7 @@ mod tests {
         sim.storage
             .with_state(|s| s.branches.insert(name("a"), (Generation(1), false)));
         let e = create(&sim.host, &args("a")).unwrap_err();
-        assert!(crate::error::render(&e).contains("delete a --yes"), "{e}");
+        assert!(crate::report::render(&e).contains("delete a --yes"), "{e}");
     }
 
     #[test]
@@ -564,7 +572,7 @@ mod tests {
         let mut b = args("a");
         b.baseline = Some(Generation(2));
         let e = create(&sim.host, &b).unwrap_err();
-        assert!(crate::error::render(&e).contains("delete it first"), "{e}");
+        assert!(crate::report::render(&e).contains("delete it first"), "{e}");
     }
 
     #[test]

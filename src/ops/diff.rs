@@ -4,11 +4,10 @@
 //! temporary branch made from it (through the memory guard like any other), removed after.
 
 use super::create::{create, CreateOptions};
-use super::discard::delete;
-use super::launch;
 use crate::access::Need;
 use crate::branch::{BranchName, BranchRef, Generation};
 use crate::host::Host;
+use crate::ops::branch::discard::delete;
 use crate::server::schema::{Schema, TableData};
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -108,7 +107,7 @@ impl Served<'_> {
     fn socket(&mut self, target: &Target, n: usize) -> Result<PathBuf> {
         let host = self.host;
         if let Target::Branch(b) = target {
-            if b.checkpoint.is_none() && launch::is_up(host, &b.name) {
+            if b.checkpoint.is_none() && crate::ops::branch::unit::is_up(host, &b.name) {
                 return Ok(host.layout.socket(&b.name));
             }
         }
@@ -135,7 +134,7 @@ pub fn diff(host: &Host, a: &Target, b: &Target, data: bool) -> Result<DiffRepor
     // Another user's branch is theirs to compare.
     for t in [a, b] {
         if let Target::Branch(r) = t {
-            let record = super::record::require(host, &r.name)?;
+            let record = crate::ops::branch::record::require(host, &r.name)?;
             host.caller.check(
                 &host.config.access,
                 &Need::owner(&r.name),

@@ -1,11 +1,11 @@
 //! Is this host ready, how many more branches fit, and what did crashes leave behind?
 //! Read-only unless asked to repair.
 
-use super::discard::discard;
-use super::launch::{launch, write_options};
 use crate::branch::{BranchName, Phase};
 use crate::check::{Check, Level};
 use crate::host::Host;
+use crate::ops::branch::discard::discard;
+use crate::ops::branch::{launch::write_options, unit::launch};
 use crate::store::{locks, records, reservations};
 use crate::values::ByteSize;
 use anyhow::Result;
@@ -72,7 +72,7 @@ pub fn report(host: &Host, config_note: &str) -> DoctorReport {
     );
     probe.profile = c.mysqld.profile;
     probe.server = host.server.flavour().ok();
-    let memory = super::admission::assess(host, &probe, 0);
+    let memory = crate::ops::branch::budget::assess(host, &probe, 0);
     checks.push(match &memory {
         Ok(m) => {
             let mib = crate::memory::mib;
@@ -159,7 +159,7 @@ fn pools_check(host: &Host) -> Option<Check> {
         Err(e) => {
             return Some(Check::warn(
                 "pools",
-                format!("cannot read the pools: {}", crate::error::chain_text(&e)),
+                format!("cannot read the pools: {}", crate::report::chain_text(&e)),
             ))
         }
     };

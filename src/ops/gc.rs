@@ -3,9 +3,9 @@
 //! protected branch is never deleted. Each branch is judged again under its own lock, so
 //! a TTL renewed by another invocation meanwhile is honoured.
 
-use super::discard::discard;
 use crate::branch::{BranchRecord, Label, Phase};
 use crate::host::Host;
+use crate::ops::branch::discard::discard;
 use crate::store::records;
 use crate::values::Duration;
 use anyhow::Result;
@@ -135,9 +135,9 @@ pub fn gc(host: &Host, opts: &GcOptions) -> Result<Vec<GcRow>> {
 mod tests {
     use super::*;
     use crate::branch::Protection;
+    use crate::ops::branch::expiry::ExpiryRequest;
     use crate::ops::create::create;
     use crate::ops::create::CreateOptions;
-    use crate::ops::expiry::ExpiryRequest;
     use crate::ops::testing::{name, sim_host};
 
     #[test]

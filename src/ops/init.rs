@@ -1,9 +1,9 @@
 //! Make this host ready: `root`, the storage pool (an embedded sparse btrfs image,
 //! loop-mounted, or a configured btrfs path or ZFS dataset) and the units. Idempotent.
 
-use super::discard::discard;
 use crate::error::refused;
 use crate::host::Host;
+use crate::ops::branch::discard::discard;
 use crate::storage::PoolInfo;
 use crate::store::records;
 use crate::values::ByteSize;

@@ -2,14 +2,14 @@
 //! on, and report per DDL/DML statement its duration, lock time, rows, whether the table
 //! was rebuilt or copied, and its size.
 
-use super::connection::Connection;
 use super::create::{create, CreateOptions};
-use super::discard::delete;
-use super::record::require;
 use super::reset::{reset, ResetOptions};
 use crate::branch::{BranchName, Generation};
 use crate::error::usage;
 use crate::host::Host;
+use crate::ops::branch::connection::Connection;
+use crate::ops::branch::discard::delete;
+use crate::ops::branch::record::require;
 use crate::server::{StatementEvent, StatementHistory, TableInfo};
 use crate::store::records;
 use anyhow::{anyhow, Context, Result};

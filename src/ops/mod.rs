@@ -4,25 +4,18 @@
 //! views. Each validates first, takes its locks, then applies through the host's traits,
 //! pushing an undo for every side effect.
 
-pub mod admission;
 pub mod bake;
 pub mod baseline;
-pub mod capture;
+pub mod branch;
 pub mod checkpoint;
-pub mod connection;
 pub mod create;
-pub mod database;
 pub mod diff;
-pub mod discard;
 pub mod doctor;
-pub mod expiry;
 pub mod gc;
 pub mod init;
-pub mod launch;
 pub mod migrate_check;
 pub mod pool;
 pub mod power;
-pub mod record;
 pub mod reset;
 pub mod stop_idle;
 pub mod transfer;

@@ -1,11 +1,14 @@
 //! Start and stop a branch's server; its data is kept either way.
 
-use super::admission::admit;
-use super::launch::{self, launch};
-use super::record::require;
 use crate::branch::{BranchName, BranchRecord};
 use crate::config::Profile;
 use crate::host::Host;
+use crate::ops::branch::budget::admit;
+use crate::ops::branch::record::require;
+use crate::ops::branch::{
+    launch::{self},
+    unit::launch,
+};
 use crate::store::records;
 use crate::supervisor::ServiceState;
 use anyhow::{Context, Result};
@@ -31,7 +34,7 @@ pub fn start(host: &Host, name: &BranchName) -> Result<(Started, BranchRecord)> 
              returns it to its clean baseline."
         ));
     }
-    launch::check_server(host, &record)?;
+    crate::ops::branch::fit::check_server(host, &record)?;
     let _reservation = admit(host, &record, 0)?;
     launch::start_and_wait(host, &mut record)?;
     records::save(&host.layout, &record)?;

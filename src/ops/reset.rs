@@ -2,13 +2,16 @@
 //! datadir back to the clean `@init` snapshot, start, wait. Same port, same connection
 //! details, and no crash recovery, because `@init` was taken from a clean shutdown.
 
-use super::admission::admit;
-use super::expiry::after;
-use super::launch::{self, launch, server_rss};
-use super::record::{persist, require};
 use crate::branch::{BranchName, BranchRecord, Phase};
 use crate::error::{Error, Kind};
 use crate::host::Host;
+use crate::ops::branch::budget::admit;
+use crate::ops::branch::expiry::after;
+use crate::ops::branch::record::{persist, require};
+use crate::ops::branch::{
+    launch::{self},
+    unit::{launch, server_rss},
+};
 use crate::store::records;
 use crate::values::Duration;
 use anyhow::{Context, Result};
@@ -57,7 +60,7 @@ pub fn reset(host: &Host, opts: &ResetOptions) -> Result<BranchRecord> {
         ))
         .into());
     }
-    launch::check_server(host, &record)?;
+    crate::ops::branch::fit::check_server(host, &record)?;
     if let Some(tag) = &opts.to {
         super::checkpoint::require_checkpoint(&record, tag)?;
     }
@@ -101,10 +104,11 @@ pub fn reset(host: &Host, opts: &ResetOptions) -> Result<BranchRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{exit_code, EXIT_REFUSED, EXIT_USAGE};
+    use crate::error::{EXIT_REFUSED, EXIT_USAGE};
     use crate::ops::create::create;
     use crate::ops::create::CreateOptions;
     use crate::ops::testing::{name, sim_host};
+    use crate::report::exit_code;
     use crate::supervisor::ServiceState;
 
     fn make(sim: &crate::ops::testing::SimHost) {
@@ -153,7 +157,7 @@ mod tests {
         let sim = sim_host();
         let e = reset(&sim.host, &ResetOptions::named(name("nope"))).unwrap_err();
         assert_eq!(exit_code(&e), EXIT_USAGE);
-        assert!(crate::error::render(&e).contains("db-branch create nope"));
+        assert!(crate::report::render(&e).contains("db-branch create nope"));
     }
 
     #[test]
@@ -181,10 +185,10 @@ mod tests {
         let sim = sim_host();
         make(&sim);
         *sim.server.flavour.lock().unwrap() =
-            crate::server::flavour::Flavour::new(crate::server::flavour::Family::Mysql, 9, 7, 4);
+            crate::flavour::Flavour::new(crate::flavour::Family::Mysql, 9, 7, 4);
         let e = reset(&sim.host, &ResetOptions::named(name("a"))).unwrap_err();
         assert_eq!(exit_code(&e), EXIT_USAGE);
-        let text = crate::error::render(&e);
+        let text = crate::report::render(&e);
         assert!(
             text.contains("MariaDB 10.11.19") && text.contains("MySQL 9.7.4"),
             "{text}"

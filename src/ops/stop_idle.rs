@@ -2,8 +2,8 @@
 //! server's own counters (client statements and busy connections, db-branch's probes
 //! excluded), sampled here and kept in the branch record.
 
-use super::launch::launch;
 use crate::host::Host;
+use crate::ops::branch::unit::launch;
 use crate::store::{locks, records};
 use crate::values::Duration;
 use anyhow::Result;

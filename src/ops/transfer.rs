@@ -715,7 +715,7 @@ mod tests {
         let b = sim_host();
         let e = receive(&b.host, &mut other.as_slice()).unwrap_err();
         assert_eq!(
-            crate::error::exit_code(&e),
+            crate::report::exit_code(&e),
             crate::error::EXIT_USAGE,
             "{e:#}"
         );

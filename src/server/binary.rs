@@ -2,9 +2,9 @@
 //! remembered per binary so hot paths do not run it), its initialiser, its client, and the
 //! OS user it runs as.
 
-use super::flavour::{Flavour, Initialiser};
 use super::ServerError;
 use crate::exec;
+use crate::flavour::{Flavour, Initialiser};
 use anyhow::{anyhow, Context, Result};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -252,7 +252,7 @@ impl ServerBinary {
     /// what dumps and scripts contain).
     pub fn client_program(&self) -> PathBuf {
         let names: &[&str] = match self.flavour().map(|f| f.family) {
-            Ok(super::flavour::Family::Mysql) => &["mysql", "mariadb"],
+            Ok(crate::flavour::Family::Mysql) => &["mysql", "mariadb"],
             _ => &["mariadb", "mysql"],
         };
         names

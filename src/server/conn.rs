@@ -85,13 +85,3 @@ pub fn wait_ready(
         std::thread::sleep(Duration::from_millis(5));
     }
 }
-
-/// A single-quoted SQL string literal.
-pub fn sql_string(s: &str) -> String {
-    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
-}
-
-/// A backquoted SQL identifier.
-pub fn quote(ident: &str) -> String {
-    format!("`{}`", ident.replace('`', "``"))
-}

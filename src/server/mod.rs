@@ -9,7 +9,6 @@ pub mod binary;
 pub mod client;
 pub mod conn;
 pub mod databases;
-pub mod flavour;
 pub mod oneoff;
 pub mod options;
 pub mod real;
@@ -18,9 +17,9 @@ pub mod sim;
 
 use crate::branch::ActivitySample;
 use crate::error::{Classified, Kind};
+use crate::flavour::Flavour;
 use crate::printer::PhaseProgress;
 use anyhow::Result;
-use flavour::Flavour;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

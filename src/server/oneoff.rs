@@ -5,9 +5,9 @@
 use super::binary::ServerBinary;
 use super::client::ClientFeed;
 use super::conn;
-use super::flavour::Flavour;
 use super::options::{render, ServerSpec};
 use super::{crash_recovery_line, ServerError};
+use crate::flavour::Flavour;
 use crate::printer::PhaseProgress;
 use crate::values::ByteSize;
 use anyhow::{anyhow, Context, Result};

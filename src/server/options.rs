@@ -2,8 +2,8 @@
 //! server different from another's, plus the start-up flags measured to be fastest for its
 //! flavour (see `flavour.rs`).
 
-use super::flavour::Flavour;
 use crate::config::Profile;
+use crate::flavour::Flavour;
 use crate::values::ByteSize;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -99,7 +99,7 @@ mod tests {
 
     fn spec() -> ServerSpec {
         ServerSpec {
-            flavour: Flavour::new(crate::server::flavour::Family::Mariadb, 10, 11, 19),
+            flavour: Flavour::new(crate::flavour::Family::Mariadb, 10, 11, 19),
             datadir: "/p/branches/a".into(),
             network: Some(("127.0.0.1".parse().unwrap(), 3400)),
             socket: "/r/branches/a/mysqld.sock".into(),
@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn mysql_gets_its_own_flags() {
         let mut s = spec();
-        s.flavour = Flavour::new(crate::server::flavour::Family::Mysql, 9, 7, 4);
+        s.flavour = Flavour::new(crate::flavour::Family::Mysql, 9, 7, 4);
         let text = render(&s);
         for want in [
             "mysqlx=OFF",

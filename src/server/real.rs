@@ -3,10 +3,10 @@
 
 use super::binary::ServerBinary;
 use super::conn;
-use super::flavour::{self, Flavour};
 use super::oneoff::OneOff;
 use super::{Preparation, Server, ServerError, StatementEvent, StatementHistory, TableInfo};
 use crate::branch::ActivitySample;
+use crate::flavour::{self, Flavour};
 use crate::printer::PhaseProgress;
 use crate::values::ByteSize;
 use anyhow::{anyhow, Context, Result};

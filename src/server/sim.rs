@@ -1,7 +1,7 @@
 //! In-memory server for unit tests: always ready, records what it was asked to do.
 
-use super::flavour::{Family, Flavour};
 use super::{Preparation, Server};
+use crate::flavour::{Family, Flavour};
 use crate::printer::PhaseProgress;
 use anyhow::{anyhow, Result};
 use std::path::{Path, PathBuf};

@@ -5,27 +5,21 @@
 //! number once the stream's checksum matched; it gets an identity of its own there, and
 //! keeps the sender's as its origin (so a second push of it is a no-op).
 
-use super::Storage;
 use crate::branch::Generation;
 use crate::exec;
 use anyhow::{Context, Result};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 pub const FORMAT: &str = "files";
 
-/// Writes generation `gen`'s files to `out`.
-pub fn send<S: Storage + ?Sized>(
-    storage: &S,
-    gen: Generation,
-    out: &mut dyn std::io::Write,
-) -> Result<()> {
-    let dir = storage.generation_dir(gen);
+/// Writes generation `gen`'s files (its directory `dir`) to `out`.
+pub fn send(dir: &Path, gen: Generation, out: &mut dyn std::io::Write) -> Result<()> {
     let mut zstd = zstd::stream::write::Encoder::new(out, 3)?;
     exec::stream_out(
         Command::new("tar")
             .arg("-C")
-            .arg(&dir)
+            .arg(dir)
             .args(["--sparse", "-cf", "-", "."]),
         &mut zstd,
     )
@@ -34,7 +28,7 @@ pub fn send<S: Storage + ?Sized>(
     Ok(())
 }
 
-/// Unpacks a file-level copy into a new workspace for `gen` (the caller seals it, or
+/// Unpacks a file-level copy of `gen` into its new `workspace` (the caller seals it, or
 /// abandons it). Owners are restored by name, so the server's user may have another uid
 /// here than where the copy was made.
 ///
@@ -42,15 +36,9 @@ pub fn send<S: Storage + ?Sized>(
 /// datadir holds — directories and regular files, inside the workspace, without setuid,
 /// setgid or sticky bits — and refuses links, device nodes and FIFOs (a planted device node
 /// or setuid program in a generation would be served to every branch made from it).
-pub fn receive<S: Storage + ?Sized>(
-    storage: &S,
-    gen: Generation,
-    input: &mut dyn std::io::Read,
-) -> Result<PathBuf> {
-    let workspace = storage.begin_baseline(gen)?;
+pub fn receive(workspace: &Path, gen: Generation, input: &mut dyn std::io::Read) -> Result<()> {
     let zstd = zstd::stream::read::Decoder::new(input)?;
-    unpack(zstd, &workspace).with_context(|| format!("unpacking baseline {gen}"))?;
-    Ok(workspace)
+    unpack(zstd, workspace).with_context(|| format!("unpacking baseline {gen}"))
 }
 
 /// The checked unpack of `receive`.

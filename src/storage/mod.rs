@@ -12,7 +12,7 @@ pub mod zfs;
 use crate::branch::{BranchName, CheckpointTag, Generation};
 use crate::check::Check;
 use crate::error::{Classified, Kind};
-use crate::server::flavour::Flavour;
+use crate::flavour::Flavour;
 use anyhow::Result;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -157,12 +157,14 @@ pub trait Storage: Transfer + Send + Sync {
     /// A file-level copy of generation `gen` (storage/file_copy.rs) to `out`: the same
     /// for every backend, built on the generation's directory and a workspace.
     fn send_files(&self, gen: Generation, out: &mut dyn std::io::Write) -> Result<()> {
-        file_copy::send(self, gen, out)
+        file_copy::send(&self.generation_dir(gen), gen, out)
     }
     /// Unpacks a file-level copy into a new workspace for `gen`; the caller seals it
     /// (`seal_baseline`) once verified, or abandons it.
     fn receive_files(&self, gen: Generation, input: &mut dyn std::io::Read) -> Result<PathBuf> {
-        file_copy::receive(self, gen, input)
+        let workspace = self.begin_baseline(gen)?;
+        file_copy::receive(&workspace, gen, input)?;
+        Ok(workspace)
     }
     /// Freezes the workspace as read-only generation `gen`.
     fn seal_baseline(&self, gen: Generation) -> Result<()>;

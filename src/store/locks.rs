@@ -143,7 +143,8 @@ mod tests {
             s.contains("held by pid") && s.contains("(db-branch create)"),
             "{s}"
         );
-        assert_eq!(crate::error::exit_code(&e), crate::error::EXIT_REFUSED);
+        let busy = e.downcast_ref::<LockBusy>().expect("a LockBusy");
+        assert_eq!(busy.kind().exit_code(), crate::error::EXIT_REFUSED);
         assert!(is_busy(&e));
         assert_eq!(told.borrow().len(), 1, "told once: {:?}", told.borrow());
     }

@@ -577,8 +577,8 @@ mod tests {
         )
         .unwrap();
         let e = sd.check_template_is_ours().unwrap_err();
-        let text = crate::error::render(&e);
+        let text = crate::report::render(&e);
         assert!(text.contains("systemd.unit_prefix"), "{text}");
-        assert_eq!(crate::error::exit_code(&e), crate::error::EXIT_USAGE);
+        assert_eq!(crate::report::exit_code(&e), crate::error::EXIT_USAGE);
     }
 }

@@ -10,9 +10,9 @@
 //! binaries running side by side (the systemd namespace shares this filesystem), take a
 //! `flock` per fixture: the first makes it, the others wait and reuse it.
 
-use super::TestEnv;
+use super::subject;
 use nix::fcntl::{Flock, FlockArg};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub const FIXTURES_ENV: &str = "DB_BRANCH_TEST_FIXTURES";
 
@@ -63,20 +63,20 @@ pub fn templates() -> PathBuf {
 /// another build is never reused.
 fn binary_stamp() -> String {
     use std::os::unix::fs::MetadataExt;
-    match std::fs::metadata(super::bin()) {
+    match std::fs::metadata(subject::bin()) {
         Ok(m) => format!("{}-{}", m.len(), m.mtime()),
         Err(_) => "unknown".into(),
     }
 }
 
 /// The stream directory holding `fixture` for the server and backend under test, made the
-/// first time it is asked for.
-pub fn stream_dir(fixture: Fixture) -> PathBuf {
+/// first time it is asked for: `make` pushes it into the directory it is given.
+pub fn stream_dir(fixture: Fixture, make: impl FnOnce(Fixture, &Path)) -> PathBuf {
     let root = root();
     let key = format!(
         "{}-{}-{}",
-        super::server().name,
-        super::backend(),
+        subject::server().name,
+        subject::backend(),
         fixture.name()
     );
     let dir = root.join(&key);
@@ -97,35 +97,14 @@ pub fn stream_dir(fixture: Fixture) -> PathBuf {
         return dir;
     }
     let started = std::time::Instant::now();
-    let maker = TestEnv::new("", "");
-    maker.run_ok(&["init"]);
-    match fixture {
-        Fixture::Seed => {
-            maker.run_ok(&["baseline", "create", "--empty", "--sql", &super::seed_sql()]);
-        }
-        Fixture::Sample(scale) => {
-            maker.sample_baseline(scale);
-        }
-        Fixture::SampleTenth => {
-            maker.sample_baseline_divided(1, 10);
-        }
-    }
     let partial = root.join(format!("{key}.partial"));
     let _ = std::fs::remove_dir_all(&partial);
     std::fs::create_dir_all(&partial).unwrap();
-    maker.run_ok(&["baseline", "push", &format!("file:{}", partial.display())]);
+    make(fixture, &partial);
     std::fs::rename(&partial, &dir).expect("publishing the fixture");
     eprintln!(
         "testkit: fixture {key} made in {:.1} s",
         started.elapsed().as_secs_f64()
     );
     dir
-}
-
-impl TestEnv {
-    /// Receives `fixture` as this root's next generation (after `init`).
-    pub fn pull_fixture(&self, fixture: Fixture) {
-        let dir = stream_dir(fixture);
-        self.run_ok(&["baseline", "pull", &format!("file:{}", dir.display())]);
-    }
 }

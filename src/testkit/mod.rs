@@ -5,9 +5,11 @@
 
 pub mod fixtures;
 pub mod fleet;
+pub mod subject;
 pub mod veth;
 
 pub use fixtures::Fixture;
+pub use subject::{backend, bin, seed_sql, server, service, TestServer, SEED_SQL};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -15,49 +17,32 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
-pub const SEED_SQL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/seed.sql");
-
-/// The db-branch binary: DB_BRANCH_BIN where the tests run away from the build tree (the
-/// ZFS guest), else the one cargo built.
-pub fn bin() -> String {
-    if let Ok(b) = std::env::var("DB_BRANCH_BIN") {
-        return b;
-    }
-    match option_env!("CARGO_BIN_EXE_db-branch") {
-        Some(b) => b.to_string(),
-        // Examples get no CARGO_BIN_EXE_*: the binary sits next to target/<profile>/examples.
-        None => std::env::current_exe()
-            .ok()
-            .and_then(|e| Some(e.parent()?.parent()?.join("db-branch")))
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| "db-branch".into()),
-    }
-}
-
-/// The seed SQL, from DB_BRANCH_FIXTURES when set.
-pub fn seed_sql() -> String {
-    match std::env::var("DB_BRANCH_FIXTURES") {
-        Ok(dir) => format!("{dir}/seed.sql"),
-        Err(_) => SEED_SQL.to_string(),
-    }
-}
-
-/// The storage under test: btrfs (default) or zfs (DB_BRANCH_TEST_BACKEND=zfs, with a pool
-/// named by DB_BRANCH_TEST_ZPOOL, default `dbbpool`).
-pub fn backend() -> String {
-    std::env::var("DB_BRANCH_TEST_BACKEND").unwrap_or_else(|_| "btrfs".into())
-}
-
-/// Which service manager this run tests, from DB_BRANCH_TEST_SERVICE. Missing is an error,
-/// not a skip: these tests are ignored by default and run on purpose by scripts/test.
-pub fn service() -> String {
-    let s = std::env::var("DB_BRANCH_TEST_SERVICE")
-        .expect("set DB_BRANCH_TEST_SERVICE=process|systemd (scripts/test does)");
-    assert!(
-        s == "process" || s == "systemd",
-        "bad DB_BRANCH_TEST_SERVICE {s}"
+/// With DB_BRANCH_TEST_TRACE=FILE, every command a test runs is appended to FILE with its
+/// test and duration: where a slow tier's time goes (the ZFS guest's profile, docs/testing.md).
+/// With DB_BRANCH_LOG=debug as well, the programs each command ran and their times.
+fn trace(started: std::time::Instant, args: &[&str], stderr: &[u8]) {
+    let Some(file) = std::env::var_os("DB_BRANCH_TEST_TRACE") else {
+        return;
+    };
+    let line = format!(
+        "{:>8.2}s {} db-branch {}\n",
+        started.elapsed().as_secs_f64(),
+        std::thread::current().name().unwrap_or("?"),
+        args.join(" ")
     );
-    s
+    let detail: String = String::from_utf8_lossy(stderr)
+        .lines()
+        .filter(|l| l.contains(" ran "))
+        .map(|l| format!("          {l}\n"))
+        .collect();
+    let line = line + &detail;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(file)
+    {
+        let _ = std::io::Write::write_all(&mut f, line.as_bytes());
+    }
 }
 
 pub struct TestEnv {
@@ -208,7 +193,10 @@ impl TestEnv {
         if let Some(t) = now {
             cmd.env("DB_BRANCH_FAKE_NOW", t.to_rfc3339());
         }
-        cmd.output().expect("run db-branch")
+        let started = std::time::Instant::now();
+        let out = cmd.output().expect("run db-branch");
+        trace(started, args, &out.stderr);
+        out
     }
 
     /// `json` as if the time were `now`.
@@ -413,53 +401,6 @@ pub fn is_mounted(path: &Path) -> bool {
         .unwrap_or_default()
         .lines()
         .any(|l| l.split(' ').nth(4) == Some(&path.display().to_string()))
-}
-
-/// The server the root tiers run against, from `DB_BRANCH_TEST_SERVER`: `mariadb-10.11`
-/// (the host's, the default), `mysql-9.7` or `mariadb-11.8` (side roots made by
-/// `scripts/install-server` under `DB_BRANCH_SERVERS`, default /opt/db-branch).
-#[derive(Debug, Clone)]
-pub struct TestServer {
-    pub name: String,
-    pub binary: PathBuf,
-    /// Its command-line client and dump program.
-    pub client: PathBuf,
-    pub dump: PathBuf,
-    pub mysql: bool,
-}
-
-pub fn server() -> TestServer {
-    let name = std::env::var("DB_BRANCH_TEST_SERVER").unwrap_or_else(|_| "mariadb-10.11".into());
-    let servers = PathBuf::from(
-        std::env::var("DB_BRANCH_SERVERS").unwrap_or_else(|_| "/opt/db-branch".into()),
-    );
-    let side = |program: &str| servers.join(&name).join("db-branch/bin").join(program);
-    match name.as_str() {
-        "mariadb-10.11" => TestServer {
-            binary: "/usr/sbin/mariadbd".into(),
-            client: "/usr/bin/mariadb".into(),
-            dump: "/usr/bin/mariadb-dump".into(),
-            mysql: false,
-            name,
-        },
-        n if n.starts_with("mysql-") => TestServer {
-            binary: side("mysqld"),
-            client: side("mysql"),
-            dump: side("mysqldump"),
-            mysql: true,
-            name,
-        },
-        n if n.starts_with("mariadb-") => TestServer {
-            binary: side("mariadbd"),
-            client: side("mariadb"),
-            dump: side("mariadb-dump"),
-            mysql: false,
-            name,
-        },
-        other => {
-            panic!("DB_BRANCH_TEST_SERVER={other}: one of mariadb-10.11, mysql-9.7, mariadb-11.8")
-        }
-    }
 }
 
 static PASSWORDS: std::sync::Mutex<Vec<(u16, String)>> = std::sync::Mutex::new(Vec::new());
@@ -731,4 +672,30 @@ pub mod bench {
             .status()
             .is_ok_and(|s| s.success())
     }
+}
+
+impl TestEnv {
+    /// Receives `fixture` as this root's next generation (after `init`).
+    pub fn pull_fixture(&self, fixture: Fixture) {
+        let dir = fixtures::stream_dir(fixture, make_fixture);
+        self.run_ok(&["baseline", "pull", &format!("file:{}", dir.display())]);
+    }
+}
+
+/// Makes `fixture` in a root of its own and pushes it to the stream directory `into`.
+fn make_fixture(fixture: Fixture, into: &Path) {
+    let maker = TestEnv::new("", "");
+    maker.run_ok(&["init"]);
+    match fixture {
+        Fixture::Seed => {
+            maker.run_ok(&["baseline", "create", "--empty", "--sql", &seed_sql()]);
+        }
+        Fixture::Sample(scale) => {
+            maker.sample_baseline(scale);
+        }
+        Fixture::SampleTenth => {
+            maker.sample_baseline_divided(1, 10);
+        }
+    }
+    maker.run_ok(&["baseline", "push", &format!("file:{}", into.display())]);
 }

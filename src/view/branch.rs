@@ -3,8 +3,8 @@
 
 use crate::branch::{BranchName, BranchRecord, Generation, Phase};
 use crate::host::Host;
-use crate::ops::connection::Connection;
-use crate::ops::launch::{launch, server_rss};
+use crate::ops::branch::connection::Connection;
+use crate::ops::branch::unit::{launch, server_rss};
 use crate::printer::{bytes, table, Human};
 use crate::supervisor::ServiceState;
 use chrono::{DateTime, Utc};
@@ -34,7 +34,7 @@ pub struct BranchView {
     pub stopped_idle: bool,
     pub profile: crate::config::Profile,
     /// The server that made the branch's baseline (and that serves it).
-    pub server: Option<crate::server::flavour::Flavour>,
+    pub server: Option<crate::flavour::Flavour>,
     /// The server died uncleanly under the `test` profile: its data may be damaged;
     /// `reset` is the way back.
     pub unclean: bool,
@@ -82,7 +82,7 @@ impl BranchView {
             profile: record.profile,
             server: record
                 .server
-                .or_else(|| crate::ops::baseline::generation_server(host, record.baseline)),
+                .or_else(|| crate::ops::branch::fit::generation_server(host, record.baseline)),
             unclean: state == ServiceState::Failed
                 && record.profile == crate::config::Profile::Test,
             out_of_memory: state == ServiceState::Failed
@@ -90,7 +90,7 @@ impl BranchView {
                     .services
                     .out_of_memory(&launch(host, &record.name))
                     .unwrap_or(false),
-            ceiling_bytes: crate::ops::admission::ceiling(host, record).total(),
+            ceiling_bytes: crate::ops::branch::budget::ceiling(host, record).total(),
             connection: {
                 let mut c = Connection::of(host, record);
                 // Everyone may see everyone's branches; only the owner (and admins) its password.
@@ -238,7 +238,7 @@ impl Status {
             main_pid: host.services.main_pid(&launch(host, name)).ok().flatten(),
             pool: host.storage.info().ok(),
             space: host.storage.branch_space(name).unwrap_or_default(),
-            memory: crate::ops::admission::assess(host, record, 0).ok(),
+            memory: crate::ops::branch::budget::assess(host, record, 0).ok(),
         }
     }
 }

@@ -111,10 +111,10 @@ fn off_loopback_a_branch_requires_tls_and_clients_verify_it() {
     // With the CA the URL names swapped for another, the same URL is refused: it verifies.
     let other_ca = env.root.join("other-ca.pem");
     std::fs::write(&other_ca, include_str!("../fixtures/unrelated-ca.pem")).unwrap();
-    let ca_escaped = db_branch::ops::connection::url_escape(ca);
+    let ca_escaped = db_branch::ops::branch::connection::url_escape(ca);
     let forged = url.trim().replace(
         &ca_escaped,
-        &db_branch::ops::connection::url_escape(other_ca.to_str().unwrap()),
+        &db_branch::ops::branch::connection::url_escape(other_ca.to_str().unwrap()),
     );
     assert_ne!(forged, url.trim(), "the URL names the CA: {url}");
     let out = veth.run(

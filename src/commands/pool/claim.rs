@@ -1,7 +1,7 @@
 use crate::cli::{EnvFormat, PoolClaimArgs};
 use crate::commands::env::render;
 use crate::host::Host;
-use crate::ops::connection::Connection;
+use crate::ops::branch::connection::Connection;
 use crate::ops::pool::claim::{claim, ClaimOptions, Claimed};
 use anyhow::Result;
 

@@ -2,18 +2,16 @@
 //! the ordinary `create` (so the memory guard counts each); a slot the guard refuses is
 //! reported with the guard's reason, and the slots after it are not tried.
 
+use super::make::make_slot;
 use super::slots::{self, State};
 use super::{
     list, load_spec, pool_dir, recycle, require, save_spec, slot_branch, PoolName, PoolSpec,
     MAX_SIZE, POOL_LABEL,
 };
-use crate::branch::{Generation, Label, Protection};
+use crate::branch::Generation;
 use crate::config::Profile;
 use crate::error::{usage, Error, Kind};
 use crate::host::Host;
-use crate::ops::create::{create, CreateOptions};
-use crate::ops::expiry::ExpiryRequest;
-use crate::ops::record::persist;
 use crate::store::{locks, records};
 use crate::values::ByteSize;
 use anyhow::{Context, Result};
@@ -74,46 +72,6 @@ fn pool_lock(host: &Host, pool: &PoolName) -> Result<locks::LockGuard> {
     )
 }
 
-/// Makes slot `n` of a pool: an ordinary branch, labelled, protected, never expiring.
-pub fn make_slot(host: &Host, spec: &PoolSpec, n: usize) -> Result<()> {
-    let name = slot_branch(&spec.name, n);
-    let is_ours =
-        |r: &crate::branch::BranchRecord| r.labels.get(POOL_LABEL) == Some(&spec.name.to_string());
-    if let Some(other) = records::load(&host.layout, &name)?.filter(|r| !is_ours(r)) {
-        return Err(Error::new(
-            Kind::Usage,
-            format!(
-                "branch {name} exists (owned by {}) and is not a slot of pool {}",
-                other.owner, spec.name
-            ),
-        )
-        .hint(format!(
-            "choose another pool name than {}, or delete branch {name}",
-            spec.name
-        ))
-        .into());
-    }
-    let created = create(
-        host,
-        &CreateOptions {
-            baseline: spec.baseline,
-            buffer_pool: spec.buffer_pool,
-            profile: spec.profile,
-            labels: vec![Label {
-                key: POOL_LABEL.into(),
-                value: spec.name.to_string(),
-            }],
-            expiry: ExpiryRequest::Unset,
-            ..CreateOptions::named(name.clone())
-        },
-    )?;
-    let mut record = created.record;
-    let _lock = host.branch_lock(&name)?;
-    record.expires_at = None;
-    record.protection = Some(Protection { until: None });
-    persist(host, &record)
-}
-
 /// Makes the pool's slots that do not exist yet, `jobs` at a time; returns the slots
 /// the memory guard refused and its reason.
 fn fill(
@@ -150,10 +108,10 @@ fn fill(
                 drop(r);
                 match make_slot(host, spec, n).and_then(|()| slots::add(dir, n, State::Ready)) {
                     Ok(()) => {}
-                    Err(e) if crate::error::classify(&e).0 == Kind::Refused => {
+                    Err(e) if crate::report::classify(&e).0 == Kind::Refused => {
                         let mut r = refused.lock().unwrap();
                         r.0.push(n);
-                        r.1.get_or_insert_with(|| crate::error::chain_text(&e));
+                        r.1.get_or_insert_with(|| crate::report::chain_text(&e));
                     }
                     Err(e) => {
                         failed.lock().unwrap().get_or_insert(e);
@@ -246,7 +204,7 @@ pub fn resize(host: &Host, pool: &PoolName, size: usize) -> Result<PoolReport> {
         if slots::transition(&dir, n, State::Ready, State::Recycling)? {
             let name = slot_branch(pool, n);
             let _lock = host.branch_lock(&name)?;
-            crate::ops::discard::discard(host, &name)?;
+            crate::ops::branch::discard::discard(host, &name)?;
             slots::remove(&dir, n)?;
         }
     }
@@ -298,7 +256,7 @@ pub fn delete_pool(host: &Host, pool: &PoolName) -> Result<bool> {
         let ours = records::load(&host.layout, &name)?
             .is_some_and(|r| r.labels.get(POOL_LABEL) == Some(&pool.to_string()));
         if ours {
-            crate::ops::discard::discard(host, &name)?;
+            crate::ops::branch::discard::discard(host, &name)?;
         }
         slots::remove(&dir, n)?;
     }
@@ -353,6 +311,7 @@ pub fn all(host: &Host) -> Result<Vec<PoolReport>> {
 mod tests {
     use super::super::claim::{claim, release, ClaimOptions, Released};
     use super::*;
+    use crate::ops::create::{create, CreateOptions};
     use crate::ops::testing::sim_host;
 
     fn opts(name: &str, size: usize) -> PoolOptions {
@@ -418,7 +377,7 @@ mod tests {
         assert_ne!(a.slot, b.slot);
         assert_eq!(a.record.name, slot_branch(&a.pool, a.slot));
         let e = claim_for(&sim.host, "ci", me).unwrap_err();
-        assert_eq!(crate::error::exit_code(&e), 75, "{e:#}");
+        assert_eq!(crate::report::exit_code(&e), 75, "{e:#}");
         assert!(format!("{e:#}").contains("2 claimed"), "{e:#}");
         let pool: PoolName = "ci".parse().unwrap();
         assert_eq!(
@@ -430,7 +389,7 @@ mod tests {
             Released::NotClaimed
         );
         assert_eq!(
-            crate::error::exit_code(&release(&sim.host, &pool, 9).unwrap_err()),
+            crate::report::exit_code(&release(&sim.host, &pool, 9).unwrap_err()),
             2
         );
         let s = status(&sim.host, &pool).unwrap();

@@ -10,10 +10,13 @@
 //! recycler's lock, pid and log.
 
 pub mod claim;
+pub mod make;
 pub mod manage;
 pub mod recycle;
 pub mod run;
 pub mod slots;
+
+pub use crate::names::PoolName;
 
 use crate::branch::{BranchName, Generation};
 use crate::config::Profile;
@@ -24,54 +27,12 @@ use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 /// The label every slot carries, naming its pool.
 pub const POOL_LABEL: &str = "db-branch-pool";
 
 /// Slots of one pool at most.
 pub const MAX_SIZE: usize = 1000;
-
-/// A pool's name: a branch name short enough that `NAME-1000` still is one.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(transparent)]
-pub struct PoolName(String);
-
-impl PoolName {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for PoolName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl FromStr for PoolName {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        const MAX: usize = 40;
-        BranchName::from_str(s).map_err(|e| e.replace("branch name", "pool name"))?;
-        if s.len() > MAX {
-            return Err(format!(
-                "pool name {s:?} is {} bytes long; the limit is {MAX} (its slots are named \
-                 NAME-1, NAME-2, …)",
-                s.len()
-            ));
-        }
-        Ok(PoolName(s.to_string()))
-    }
-}
-
-impl<'de> Deserialize<'de> for PoolName {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?
-            .parse()
-            .map_err(serde::de::Error::custom)
-    }
-}
 
 /// What a pool is made of, as `pool create` asked.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -5,11 +5,11 @@
 //! branch was deleted by hand, and retires slots beyond the pool's size. It exits when the
 //! pool is deleted.
 
-use super::manage::make_slot;
+use super::make::make_slot;
 use super::slots::{self, State};
 use super::{load_spec, pool_dir, slot_branch, PoolName, PoolSpec};
 use crate::host::Host;
-use crate::ops::launch::launch;
+use crate::ops::branch::unit::launch;
 use crate::ops::reset::{reset, ResetOptions};
 use crate::store::{locks, records};
 use anyhow::{Context, Result};
@@ -122,7 +122,7 @@ fn recycle_all(host: &Host, spec: &PoolSpec, dir: &Path, waiting: Vec<usize>) {
                         host.printer.warn(format!(
                             "slot {slot} of pool {}: {}; trying again shortly",
                             spec.name,
-                            crate::error::chain_text(&e)
+                            crate::report::chain_text(&e)
                         ));
                         failed.store(true, std::sync::atomic::Ordering::Relaxed);
                     }
@@ -141,7 +141,7 @@ fn recycle_one(host: &Host, spec: &PoolSpec, dir: &Path, slot: usize) -> Result<
     if slot > spec.size {
         // The pool shrank while this slot was out.
         let _lock = host.branch_lock(&name)?;
-        crate::ops::discard::discard(host, &name)?;
+        crate::ops::branch::discard::discard(host, &name)?;
         slots::remove(dir, slot)?;
         return Ok(());
     }

@@ -1,10 +1,10 @@
 //! Delete a branch: SIGKILL its server, destroy its snapshots, release its port and
 //! settings. Also the clean-up other operations use for half-made or lost branches.
 
-use super::launch::launch;
 use crate::branch::BranchName;
 use crate::error::{Error, Kind};
 use crate::host::Host;
+use crate::ops::branch::unit::launch;
 use crate::store::records;
 use anyhow::{Context, Result};
 
@@ -103,7 +103,7 @@ mod tests {
         r.protection = Some(crate::branch::Protection { until: None });
         records::save(&sim.host.layout, &r).unwrap();
         let e = delete(&sim.host, &name("a"), false).unwrap_err();
-        assert!(crate::error::render(&e).contains("unprotect a"), "{e}");
+        assert!(crate::report::render(&e).contains("unprotect a"), "{e}");
         assert!(sim
             .storage
             .with_state(|s| s.branches.contains_key(&name("a"))));

@@ -39,7 +39,7 @@ pub struct Connection {
     pub client: PathBuf,
     /// The server that made its data (its TLS options differ by family).
     #[serde(skip)]
-    pub server: Option<crate::server::flavour::Flavour>,
+    pub server: Option<crate::flavour::Flavour>,
 }
 
 impl Connection {

@@ -304,8 +304,8 @@ impl Flavour {
     /// makes; each branch's server at every start, with the branch's own password). `localhost` stays socket-only
     /// for the OS root user where the server can say "socket or password".
     pub fn client_account_sql(&self, user: &str, password: &str) -> Vec<String> {
-        let u = crate::server::conn::sql_string(user);
-        let p = crate::server::conn::sql_string(password);
+        let u = crate::sql::sql_string(user);
+        let p = crate::sql::sql_string(password);
         let mut sql = Vec::new();
         for host in ["127.0.0.1", "::1", "localhost"] {
             let account = format!("{u}@'{host}'");
@@ -332,8 +332,8 @@ impl Flavour {
     /// The client account `user` for connections from other machines (`'%'`), for branches
     /// listening off loopback (which then require TLS of every connection).
     pub fn remote_client_account_sql(&self, user: &str, password: &str) -> Vec<String> {
-        let account = format!("{}@'%'", crate::server::conn::sql_string(user));
-        let p = crate::server::conn::sql_string(password);
+        let account = format!("{}@'%'", crate::sql::sql_string(user));
+        let p = crate::sql::sql_string(password);
         vec![
             format!("CREATE USER IF NOT EXISTS {account} IDENTIFIED BY {p}"),
             format!("ALTER USER {account} IDENTIFIED BY {p}"),

@@ -1,7 +1,8 @@
 //! Starting a branch's server: what the supervisor needs (`Launch`), the option file the
 //! server reads, the start itself and the wait until it answers.
 
-use crate::branch::{Activity, BranchName, BranchRecord};
+use super::unit::{is_up, launch};
+use crate::branch::{Activity, BranchRecord};
 use crate::host::Host;
 use crate::server::options::{render, ServerSpec};
 use crate::store::files::write_atomic;
@@ -9,37 +10,11 @@ use crate::store::secrets;
 use crate::supervisor::Launch;
 use anyhow::{Context, Result};
 
-/// What the supervisor needs to run `name`'s server, without memory ceilings (enough to
-/// stop, kill or query it).
-pub fn launch(host: &Host, name: &BranchName) -> Launch {
-    Launch {
-        name: name.clone(),
-        binary: host.config.mysqld.binary.clone(),
-        option_file: host.layout.option_file(name),
-        error_log: host.layout.error_log(name),
-        user: host.config.mysqld.user.clone(),
-        pid_file: host.layout.pid_file(name),
-        supervisor_pid_file: host.layout.branch_dir(name).join("supervisor.pid"),
-        memory_high: 0,
-        memory_max: 0,
-    }
-}
-
-/// Bytes a branch's server may use beyond its buffer pool: extra instrumentation
-/// (migrate-check) takes more.
-pub fn instrumentation(host: &Host, record: &BranchRecord) -> u64 {
-    if record.server_options.is_empty() {
-        0
-    } else {
-        host.server.instrumentation_memory()
-    }
-}
-
 /// `launch` with the memory ceilings the guard counted: killed alone at its ceiling,
 /// throttled a quarter of the allowance below it.
 pub fn launch_for(host: &Host, record: &BranchRecord) -> Launch {
     let mut l = launch(host, &record.name);
-    let c = super::admission::ceiling(host, record);
+    let c = crate::ops::branch::budget::ceiling(host, record);
     l.memory_max = c.total();
     l.memory_high = c.total() - c.allowance / 4;
     l
@@ -67,15 +42,6 @@ pub fn server_spec(host: &Host, record: &BranchRecord) -> Result<ServerSpec> {
         // Filled in by `write_options`, which makes the certificate.
         tls: None,
     })
-}
-
-/// Refuses (exit 2) to start a branch whose baseline another server family or release
-/// series made: the configured binary would upgrade its data dictionary in place.
-pub fn check_server(host: &Host, record: &BranchRecord) -> Result<()> {
-    let made_by = record
-        .server
-        .or_else(|| crate::ops::baseline::generation_server(host, record.baseline));
-    crate::ops::baseline::check_server_for(host, &format!("branch {}", record.name), made_by)
 }
 
 /// Writes the per-branch settings the unit (or the built-in supervisor) reads at start:
@@ -161,16 +127,4 @@ pub fn start_and_wait(host: &Host, record: &mut BranchRecord) -> Result<()> {
     write_options(host, record)?;
     start(host, record)?;
     wait_ready(host, record)
-}
-
-pub fn is_up(host: &Host, name: &BranchName) -> bool {
-    host.services
-        .state(&launch(host, name))
-        .is_ok_and(|s| s.is_up())
-}
-
-/// Resident memory of a branch's server, if it runs.
-pub fn server_rss(host: &Host, name: &BranchName) -> Option<u64> {
-    let pid = host.services.main_pid(&launch(host, name)).ok()??;
-    host.memory.rss(pid)
 }

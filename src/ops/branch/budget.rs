@@ -3,12 +3,12 @@
 //! reservation makes the memory it was promised visible to other invocations until it is
 //! up (from then on its own ceiling counts).
 
-use super::launch::{instrumentation, launch, server_rss};
+use super::unit::{launch, server_rss};
 use crate::branch::{BranchName, BranchRecord};
 use crate::config::Allowance;
+use crate::flavour::Family;
 use crate::host::Host;
 use crate::memory::{measured_allowance, Admission, Commitment};
-use crate::server::flavour::Family;
 use crate::store::{records, reservations};
 use anyhow::Result;
 
@@ -38,6 +38,16 @@ fn family(host: &Host, record: &BranchRecord) -> Family {
         .map(|f| f.family)
         .or_else(|| host.server.flavour().ok().map(|f| f.family))
         .unwrap_or(Family::Mariadb)
+}
+
+/// Bytes a branch's server may use beyond its buffer pool: extra instrumentation
+/// (migrate-check) takes more.
+pub fn instrumentation(host: &Host, record: &BranchRecord) -> u64 {
+    if record.server_options.is_empty() {
+        0
+    } else {
+        host.server.instrumentation_memory()
+    }
 }
 
 pub fn ceiling(host: &Host, record: &BranchRecord) -> Ceiling {

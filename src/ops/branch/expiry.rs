@@ -1,9 +1,9 @@
 //! Expiry and protection: when `gc` may delete a branch, and what keeps it from `delete`.
 
-use super::record::{persist, require};
 use crate::branch::{BranchName, BranchRecord, Protection};
 use crate::error::usage;
 use crate::host::Host;
+use crate::ops::branch::record::{persist, require};
 use crate::values::Duration;
 use anyhow::Result;
 use chrono::{DateTime, Utc};
@@ -82,7 +82,8 @@ pub fn unprotect(host: &Host, name: &BranchName) -> Result<BranchRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{exit_code, EXIT_USAGE};
+    use crate::error::EXIT_USAGE;
+    use crate::report::exit_code;
 
     #[test]
     fn huge_durations_are_usage_errors_not_panics() {

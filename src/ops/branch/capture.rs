@@ -3,10 +3,13 @@
 //! starts from it runs InnoDB crash recovery); with `clean`, the server is stopped for the
 //! snapshot and started again (a short downtime; no recovery later).
 
-use super::admission::admit;
-use super::launch::{self, launch};
 use crate::branch::BranchRecord;
 use crate::host::Host;
+use crate::ops::branch::budget::admit;
+use crate::ops::branch::{
+    launch::{self},
+    unit::launch,
+};
 use crate::supervisor::ServiceState;
 use anyhow::{Context, Result};
 use std::time::Instant;

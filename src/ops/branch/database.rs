@@ -153,9 +153,9 @@ mod tests {
             "baseline 1",
         )
         .unwrap_err();
-        let (kind, _) = crate::error::classify(&err);
+        let (kind, _) = crate::report::classify(&err);
         assert_eq!(kind, crate::error::Kind::Usage);
-        let text = crate::error::render(&err);
+        let text = crate::report::render(&err);
         assert!(
             text.contains("crm, shop") && text.contains("missing"),
             "{text}"
