@@ -4,7 +4,9 @@ use crate::config::Profile;
 pub use crate::names::{
     BranchName, BranchRef, CheckpointTag, DatabaseName, Generation, Label, MAX_NAME_LEN,
 };
-use crate::values::ByteSize;
+use crate::error::usage;
+use crate::values::{ByteSize, Duration};
+use anyhow::Result;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -209,9 +211,52 @@ impl Activity {
     }
 }
 
+/// An expiry asked for on the command line.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum ExpiryRequest {
+    /// Not asked: the default applies (or, for an existing branch, nothing changes).
+    #[default]
+    Unset,
+    /// This long from now.
+    Ttl(Duration),
+    /// At this moment.
+    At(DateTime<Utc>),
+}
+
+/// `now + d`, or a usage error when that is past what a timestamp can hold.
+pub fn after(now: DateTime<Utc>, d: Duration, what: &str) -> Result<DateTime<Utc>> {
+    chrono::Duration::from_std(d.0)
+        .ok()
+        .and_then(|d| now.checked_add_signed(d))
+        .filter(|t| t.timestamp() < 253_402_300_800) // year 9999: what RFC 3339 can write
+        .ok_or_else(|| {
+            usage(format!(
+                "{what} {d} is too far in the future; give at most a few years"
+            ))
+        })
+}
+
+/// The expiry `req` means at `now`; without one, `default` (zero = never expires).
+pub fn resolve(
+    now: DateTime<Utc>,
+    req: ExpiryRequest,
+    default: Option<Duration>,
+) -> Result<Option<DateTime<Utc>>> {
+    match req {
+        ExpiryRequest::At(t) => Ok(Some(t)),
+        ExpiryRequest::Ttl(d) if d.is_zero() => Ok(None),
+        ExpiryRequest::Ttl(d) => after(now, d, "--ttl").map(Some),
+        ExpiryRequest::Unset => match default.filter(|d| !d.is_zero()) {
+            Some(d) => after(now, d, "lifecycle.default_ttl").map(Some),
+            None => Ok(None),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::values::ByteSize;
 
     #[test]
     fn database_names_are_what_the_servers_accept() {
@@ -222,7 +267,6 @@ mod tests {
             assert!(bad.parse::<DatabaseName>().is_err(), "{bad:?}");
         }
     }
-    use crate::values::ByteSize;
 
     #[test]
     fn good_names() {

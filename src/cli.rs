@@ -111,6 +111,58 @@ pub enum Command {
     Daemon,
 }
 
+impl Command {
+    /// The command's name as people type it (`create`, `baseline create`), for lock notes.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Init(_) => "init",
+            Command::Baseline(b) => match b {
+                BaselineCommand::Create(_) => "baseline create",
+                BaselineCommand::List => "baseline list",
+                BaselineCommand::Prune => "baseline prune",
+                BaselineCommand::Push(_) => "baseline push",
+                BaselineCommand::Pull(_) => "baseline pull",
+                BaselineCommand::Receive(_) => "baseline receive",
+                BaselineCommand::Send(_) => "baseline send",
+            },
+            Command::Create(_) => "create",
+            Command::Reset(_) => "reset",
+            Command::Delete(_) => "delete",
+            Command::Start(_) => "start",
+            Command::Stop(_) => "stop",
+            Command::List(_) => "list",
+            Command::Status(_) => "status",
+            Command::Env(_) => "env",
+            Command::Exec(_) => "exec",
+            Command::Shell(_) => "shell",
+            Command::Doctor(_) => "doctor",
+            Command::StopIdle(_) => "stop-idle",
+            Command::Gc(_) => "gc",
+            Command::Extend(_) => "extend",
+            Command::Protect(_) => "protect",
+            Command::Unprotect(_) => "unprotect",
+            Command::MigrateCheck(_) => "migrate-check",
+            Command::Bake(_) => "bake",
+            Command::Pool(p) => match p {
+                PoolCommand::Create(_) => "pool create",
+                PoolCommand::List => "pool list",
+                PoolCommand::Status(_) => "pool status",
+                PoolCommand::Resize(_) => "pool resize",
+                PoolCommand::Delete(_) => "pool delete",
+                PoolCommand::Claim(_) => "pool claim",
+                PoolCommand::Release(_) => "pool release",
+                PoolCommand::Run(_) => "pool run",
+                PoolCommand::Recycle(_) => "pool recycle",
+            },
+            Command::Checkpoint(_) => "checkpoint",
+            Command::Checkpoints(_) => "checkpoints",
+            Command::Diff(_) => "diff",
+            Command::Completions { .. } => "completions",
+            Command::Daemon => "daemon",
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum BaselineCommand {
     /// Build a new baseline generation
@@ -229,8 +281,8 @@ pub struct Expiry {
 
 impl Expiry {
     /// What the flags ask for.
-    pub fn request(&self) -> crate::ops::branch::expiry::ExpiryRequest {
-        use crate::ops::branch::expiry::ExpiryRequest;
+    pub fn request(&self) -> crate::branch::ExpiryRequest {
+        use crate::branch::ExpiryRequest;
         match (self.ttl, self.expires_at) {
             (_, Some(t)) => ExpiryRequest::At(t.0),
             (Some(d), None) => ExpiryRequest::Ttl(d),
@@ -574,13 +626,13 @@ pub enum PoolCommand {
 #[derive(Debug, Args)]
 pub struct PoolNameArg {
     /// Pool name
-    pub name: crate::ops::pool::PoolName,
+    pub name: crate::names::PoolName,
 }
 
 #[derive(Debug, Args)]
 pub struct PoolCreateArgs {
     /// Pool name (its slots are branches NAME-1, NAME-2, …)
-    pub name: crate::ops::pool::PoolName,
+    pub name: crate::names::PoolName,
     /// Number of slots
     #[arg(long, value_name = "N")]
     pub size: usize,
@@ -598,7 +650,7 @@ pub struct PoolCreateArgs {
 #[derive(Debug, Args)]
 pub struct PoolResizeArgs {
     /// Pool name
-    pub name: crate::ops::pool::PoolName,
+    pub name: crate::names::PoolName,
     /// The new number of slots
     #[arg(long, value_name = "N")]
     pub size: usize,
@@ -607,7 +659,7 @@ pub struct PoolResizeArgs {
 #[derive(Debug, Args)]
 pub struct PoolClaimArgs {
     /// Pool name
-    pub name: crate::ops::pool::PoolName,
+    pub name: crate::names::PoolName,
     /// Wait this long for a slot when none is ready [default: do not wait; exit 75]
     #[arg(long, value_name = "DURATION")]
     pub wait: Option<Duration>,
@@ -622,7 +674,7 @@ pub struct PoolClaimArgs {
 #[derive(Debug, Args)]
 pub struct PoolReleaseArgs {
     /// Pool name
-    pub name: crate::ops::pool::PoolName,
+    pub name: crate::names::PoolName,
     /// The slot number `claim` printed (DB_BRANCH_POOL_SLOT)
     pub slot: usize,
 }
@@ -630,7 +682,7 @@ pub struct PoolReleaseArgs {
 #[derive(Debug, Args)]
 pub struct PoolRunArgs {
     /// Pool name
-    pub name: crate::ops::pool::PoolName,
+    pub name: crate::names::PoolName,
     /// Wait this long for a slot when none is ready [default: do not wait; exit 75]
     #[arg(long, value_name = "DURATION")]
     pub wait: Option<Duration>,

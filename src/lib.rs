@@ -44,37 +44,8 @@ pub mod view;
 
 use anyhow::Result;
 use clap::CommandFactory;
-use cli::{BaselineCommand, Cli, Command};
+use cli::Cli;
 use printer::Printer;
-
-/// The command's name as people type it (`create`, `baseline create`), for lock notes.
-fn command_name(command: &Command) -> String {
-    let sub = match command {
-        Command::Baseline(BaselineCommand::Create(_)) => return "baseline create".into(),
-        Command::Baseline(BaselineCommand::List) => return "baseline list".into(),
-        Command::Baseline(BaselineCommand::Prune) => return "baseline prune".into(),
-        Command::Baseline(BaselineCommand::Push(_)) => return "baseline push".into(),
-        Command::Baseline(BaselineCommand::Pull(_)) => return "baseline pull".into(),
-        Command::Baseline(BaselineCommand::Receive(_)) => return "baseline receive".into(),
-        Command::Baseline(BaselineCommand::Send(_)) => return "baseline send".into(),
-        Command::Pool(p) => {
-            let variant = format!("{p:?}");
-            let variant = variant.split(['(', ' ', '{']).next().unwrap_or_default();
-            return format!("pool {}", variant.to_ascii_lowercase());
-        }
-        other => format!("{other:?}"),
-    };
-    let variant = sub.split(['(', ' ', '{']).next().unwrap_or_default();
-    // CamelCase variant → kebab-case subcommand, as clap names it.
-    let mut out = String::new();
-    for (i, c) in variant.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push('-');
-        }
-        out.push(c.to_ascii_lowercase());
-    }
-    out
-}
 
 pub fn run(cli: Cli, printer: Printer) -> Result<()> {
     // Who asks and what the command needs decide everything else, before anything happens.
@@ -95,7 +66,7 @@ pub fn run(cli: Cli, printer: Printer) -> Result<()> {
         )?;
         return commands::dispatch_anywhere(&printer, &grant, &cli.command, &nested_globals(&cli));
     }
-    store::locks::set_command(&command_name(&cli.command));
+    store::locks::set_command(cli.command.name());
     let env = std::env::var(config::CONFIG_ENV).ok();
     let (path, must_exist) = config::locate(cli.config.as_deref(), env.as_deref());
     match route {
@@ -232,9 +203,12 @@ mod tests {
                 vec!["db-branch", "baseline", "create", "--empty"],
                 "baseline create",
             ),
+            (vec!["db-branch", "pool", "claim", "p"], "pool claim"),
+            (vec!["db-branch", "checkpoints", "a"], "checkpoints"),
+            (vec!["db-branch", "unprotect", "a"], "unprotect"),
         ] {
             let cli = Cli::try_parse_from(args).unwrap();
-            assert_eq!(command_name(&cli.command), want);
+            assert_eq!(cli.command.name(), want);
         }
     }
 }

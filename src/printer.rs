@@ -93,6 +93,29 @@ impl Printer {
         Self::stderr_line(&format!("warning: {}", msg.as_ref()));
     }
 
+    /// Asks before destroying data: `yes` (`--yes`) says it already; without a terminal to
+    /// ask on, a usage error names what would be destroyed and asks for `--yes`; "no" is a
+    /// usage error that changes nothing.
+    pub fn confirm(&self, yes: bool, question: &str, destroys: &str) -> anyhow::Result<()> {
+        if yes {
+            return Ok(());
+        }
+        if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+            return Err(crate::error::usage(format!(
+                "{destroys}; there is no terminal to ask on, so pass --yes"
+            )));
+        }
+        let ok = dialoguer::Confirm::new()
+            .with_prompt(question)
+            .default(false)
+            .interact()
+            .map_err(|e| anyhow::anyhow!("asking for confirmation: {e}"))?;
+        if !ok {
+            return Err(crate::error::usage("answered no; nothing was changed"));
+        }
+        Ok(())
+    }
+
     /// An error at the end of the program.
     pub fn error(&self, text: &str) {
         Self::stderr_line(text);

@@ -1,11 +1,9 @@
 use crate::branch::BranchName;
 use crate::cli::DeleteArgs;
-use crate::error::usage;
 use crate::host::Host;
 use crate::ops::branch::discard::{delete, Deleted};
 use crate::view::branch::DeleteView;
-use anyhow::{Context, Result};
-use std::io::IsTerminal;
+use anyhow::Result;
 
 pub fn run(host: &Host, args: &DeleteArgs) -> Result<()> {
     let name = &args.name;
@@ -38,28 +36,17 @@ pub fn run(host: &Host, args: &DeleteArgs) -> Result<()> {
 
 /// Asks on a terminal; without one, `--yes` must say it.
 fn confirm(host: &Host, name: &BranchName) -> Result<()> {
-    if host.assume_yes {
-        return Ok(());
-    }
-    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
-        return Err(usage(format!(
-            "deleting branch {name} destroys its data; there is no terminal to ask on, so pass --yes"
-        )));
-    }
-    let ok = dialoguer::Confirm::new()
-        .with_prompt(format!("Delete branch {name} and all its data?"))
-        .default(false)
-        .interact()
-        .context("asking for confirmation")?;
-    if !ok {
-        return Err(usage(format!("not deleting branch {name}")));
-    }
-    Ok(())
+    host.printer.confirm(
+        host.assume_yes,
+        &format!("Delete branch {name} and all its data?"),
+        &format!("deleting branch {name} destroys its data"),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::IsTerminal;
     use crate::ops::testing::{name, sim_host};
 
     #[test]

@@ -1,54 +1,12 @@
 //! Expiry and protection: when `gc` may delete a branch, and what keeps it from `delete`.
 
 use crate::branch::{BranchName, BranchRecord, Protection};
-use crate::error::usage;
 use crate::host::Host;
 use crate::ops::branch::record::{persist, require};
 use crate::values::Duration;
 use anyhow::Result;
-use chrono::{DateTime, Utc};
 
-/// An expiry asked for on the command line.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub enum ExpiryRequest {
-    /// Not asked: the default applies (or, for an existing branch, nothing changes).
-    #[default]
-    Unset,
-    /// This long from now.
-    Ttl(Duration),
-    /// At this moment.
-    At(DateTime<Utc>),
-}
-
-/// `now + d`, or a usage error when that is past what a timestamp can hold.
-pub fn after(now: DateTime<Utc>, d: Duration, what: &str) -> Result<DateTime<Utc>> {
-    chrono::Duration::from_std(d.0)
-        .ok()
-        .and_then(|d| now.checked_add_signed(d))
-        .filter(|t| t.timestamp() < 253_402_300_800) // year 9999: what RFC 3339 can write
-        .ok_or_else(|| {
-            usage(format!(
-                "{what} {d} is too far in the future; give at most a few years"
-            ))
-        })
-}
-
-/// The expiry `req` means at `now`; without one, `default` (zero = never expires).
-pub fn resolve(
-    now: DateTime<Utc>,
-    req: ExpiryRequest,
-    default: Option<Duration>,
-) -> Result<Option<DateTime<Utc>>> {
-    match req {
-        ExpiryRequest::At(t) => Ok(Some(t)),
-        ExpiryRequest::Ttl(d) if d.is_zero() => Ok(None),
-        ExpiryRequest::Ttl(d) => after(now, d, "--ttl").map(Some),
-        ExpiryRequest::Unset => match default.filter(|d| !d.is_zero()) {
-            Some(d) => after(now, d, "lifecycle.default_ttl").map(Some),
-            None => Ok(None),
-        },
-    }
-}
+pub use crate::branch::{after, resolve, ExpiryRequest};
 
 pub fn extend(host: &Host, name: &BranchName, req: ExpiryRequest) -> Result<BranchRecord> {
     let expires_at = resolve(host.clock.now(), req, None)?;
@@ -84,6 +42,7 @@ mod tests {
     use super::*;
     use crate::error::EXIT_USAGE;
     use crate::report::exit_code;
+    use chrono::Utc;
 
     #[test]
     fn huge_durations_are_usage_errors_not_panics() {
