@@ -1,6 +1,7 @@
 //! Time, behind a trait so time-based logic can be tested with a fixed clock.
 
 use chrono::{DateTime, Utc};
+#[cfg(any(test, feature = "testing"))]
 use std::sync::Mutex;
 
 pub trait Clock: Send + Sync {
@@ -39,8 +40,10 @@ pub fn from_env() -> anyhow::Result<Box<dyn Clock>> {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 pub struct SimClock(pub Mutex<DateTime<Utc>>);
 
+#[cfg(any(test, feature = "testing"))]
 impl Clock for SimClock {
     fn now(&self) -> DateTime<Utc> {
         *self.0.lock().unwrap()

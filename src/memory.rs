@@ -9,7 +9,9 @@ use crate::error::{Error, Kind};
 use crate::flavour::Family;
 use anyhow::Result;
 use serde::Serialize;
+#[cfg(any(test, feature = "testing"))]
 use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(any(test, feature = "testing"))]
 use std::sync::Mutex;
 
 pub trait MemoryProbe: Send + Sync {
@@ -118,6 +120,7 @@ fn cgroup_room_of_self() -> Option<u64> {
     best
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// Fixed figures, for unit tests.
 pub struct SimMemory {
     pub available: AtomicU64,
@@ -126,6 +129,7 @@ pub struct SimMemory {
     pub cgroup_room: Mutex<Option<u64>>,
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl SimMemory {
     pub fn new(bytes: u64) -> Self {
         SimMemory {
@@ -139,6 +143,7 @@ impl SimMemory {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl MemoryProbe for SimMemory {
     fn available(&self) -> Result<u64> {
         Ok(self.available.load(Ordering::SeqCst))

@@ -19,10 +19,12 @@ impl PortProbe for BindProbe {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// Ports listed are taken, all others free.
 #[derive(Default)]
 pub struct SimPorts(pub std::sync::Mutex<BTreeSet<u16>>);
 
+#[cfg(any(test, feature = "testing"))]
 impl PortProbe for SimPorts {
     fn is_free(&self, _addr: IpAddr, port: u16) -> bool {
         !self.0.lock().unwrap().contains(&port)

@@ -33,6 +33,7 @@ impl Printer {
     }
 
     /// A printer whose data is kept in memory, for tests; the second value reads it.
+    #[cfg(any(test, feature = "testing"))]
     pub fn capturing(json: bool) -> (Self, std::sync::Arc<Mutex<String>>) {
         let buf = std::sync::Arc::new(Mutex::new(String::new()));
         (

@@ -309,12 +309,14 @@ pub fn bake(
     Ok(summary)
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// A baker for unit tests: makes nothing, remembers what it was asked to fill.
 #[derive(Default)]
 pub struct SimBaker {
     pub baked: std::sync::Mutex<Vec<std::path::PathBuf>>,
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl Baker for SimBaker {
     fn bake(&self, req: &BakeRequest, _progress: &PhaseProgress) -> Result<BakeSummary> {
         check_cancel(req.cancel)?;

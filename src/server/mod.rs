@@ -13,6 +13,7 @@ pub mod oneoff;
 pub mod options;
 pub mod real;
 pub mod schema;
+#[cfg(any(test, feature = "testing"))]
 pub mod sim;
 
 use crate::branch::ActivitySample;

@@ -6,6 +6,7 @@
 
 pub mod btrfs;
 pub mod file_copy;
+#[cfg(any(test, feature = "testing"))]
 pub mod sim;
 pub mod zfs;
 

@@ -5,6 +5,7 @@ pub mod cgroup;
 pub mod detached;
 pub mod kmsg;
 pub mod process;
+#[cfg(any(test, feature = "testing"))]
 pub mod sim;
 pub mod systemd;
 
