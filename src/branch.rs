@@ -1,10 +1,10 @@
 //! `BranchName` (validated once, before any side effect) and the branch record kept on disk.
 
 use crate::config::Profile;
+use crate::error::usage;
 pub use crate::names::{
     BranchName, BranchRef, CheckpointTag, DatabaseName, Generation, Label, MAX_NAME_LEN,
 };
-use crate::error::usage;
 use crate::values::{ByteSize, Duration};
 use anyhow::Result;
 use chrono::{DateTime, Utc};

@@ -46,8 +46,8 @@ fn confirm(host: &Host, name: &BranchName) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::IsTerminal;
     use crate::ops::testing::{name, sim_host};
+    use std::io::IsTerminal;
 
     #[test]
     fn without_terminal_or_yes_it_refuses_before_touching_anything() {

@@ -45,6 +45,35 @@ fn trace(started: std::time::Instant, args: &[&str], stderr: &[u8]) {
     }
 }
 
+/// Panics unless `out` succeeded, with `what` (the command, unless empty) and the end of
+/// its stderr and stdout: the one way a test says "this must have worked".
+#[track_caller]
+pub fn assert_success(out: &Output, what: &str) {
+    if out.status.success() {
+        return;
+    }
+    let tail = |b: &[u8]| crate::exec::tail(b);
+    panic!(
+        "{}{} ({}):\n{}\n{}",
+        if what.is_empty() { "a command" } else { what },
+        " failed",
+        out.status,
+        tail(&out.stderr),
+        tail(&out.stdout)
+    );
+}
+
+/// Runs `cmd` and asserts it succeeded (see `assert_success`); its output.
+#[track_caller]
+pub fn run_success(cmd: &mut Command) -> Output {
+    let what = crate::exec::command_line(cmd);
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what} could not start: {e}"));
+    assert_success(&out, &what);
+    out
+}
+
 pub struct TestEnv {
     pub root: PathBuf,
     pub unit_prefix: String,
@@ -153,10 +182,15 @@ impl TestEnv {
     /// A fresh root, initialised, with a baseline made from the seed SQL.
     /// (The run's shared seed generation, received by `baseline pull`: see `fixtures`.)
     pub fn with_baseline() -> TestEnv {
-        let env = TestEnv::new("", "");
-        env.run_ok(&["init"]);
-        env.pull_fixture(Fixture::Seed);
-        env
+        TestEnv::new("", "").seeded()
+    }
+
+    /// This root initialised, with the run's seed generation (`with_baseline` for a root
+    /// made with its own config).
+    pub fn seeded(self) -> TestEnv {
+        self.run_ok(&["init"]);
+        self.pull_fixture(Fixture::Seed);
+        self
     }
 
     pub fn run(&self, args: &[&str]) -> Output {
@@ -213,14 +247,10 @@ impl TestEnv {
     }
 
     /// Runs db-branch and returns stdout; panics with stderr on failure.
+    #[track_caller]
     pub fn run_ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "db-branch {args:?} failed ({}):\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out, &format!("db-branch {args:?}"));
         String::from_utf8(out.stdout).unwrap()
     }
 

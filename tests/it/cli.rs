@@ -1,6 +1,7 @@
 //! Black-box tests of the command line that need no root and touch nothing: parsing,
 //! config validation, exit codes, help and completions.
 
+use db_branch::testkit::assert_success;
 use std::process::{Command, Output};
 
 fn run(args: &[&str], config: Option<&str>) -> Output {
@@ -88,7 +89,7 @@ fn help_fits_80_columns() {
 fn completions_survive_a_closed_pipe() {
     for shell in ["bash", "zsh", "fish"] {
         let o = run(&["completions", shell], None);
-        assert!(o.status.success());
+        assert_success(&o, "");
         assert!(String::from_utf8_lossy(&o.stdout).contains("db-branch"));
     }
     let status = Command::new("sh")

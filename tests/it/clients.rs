@@ -4,7 +4,7 @@
 //! own CLI from the option file; `exec` and `shell`. The clients are Debian's packages and
 //! npm's mysql2, installed by scripts/install-clients (the test tier runs it).
 
-use db_branch::testkit::{seed_sql, server, TestEnv};
+use db_branch::testkit::{assert_success, seed_sql, server, TestEnv};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -358,7 +358,7 @@ fn with_two_databases_none_is_named_until_one_is_chosen() {
     assert!(url.ends_with('/'), "{url}");
     let out = env.run(&["env", "multi"]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success());
+    assert_success(&out, "");
     assert!(
         err.contains("crm, shop") && err.contains("--database"),
         "{err}"

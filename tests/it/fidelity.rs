@@ -6,7 +6,7 @@
 //! stock dump tools in their common option styles — and the branch is equal to the source
 //! by that same stock tool's account of it, and every object works there.
 
-use db_branch::testkit::{server, sql, TestEnv};
+use db_branch::testkit::{assert_success, server, sql, TestEnv};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -34,11 +34,7 @@ fn run_script(port: u16, script: &[u8]) {
         .unwrap();
     child.stdin.take().unwrap().write_all(script).unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, "");
 }
 
 fn fixture(name: &str) -> PathBuf {
@@ -83,11 +79,7 @@ fn fingerprint(port: u16, history: bool) -> String {
         cmd.arg("--dump-history");
     }
     let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, "");
     let text = String::from_utf8(out.stdout).expect("hex dump is text");
     // MySQL shows a column's character set once its definition names the collation: a
     // table made from a dump or a SHOW CREATE shows it where the original did not (`mysql

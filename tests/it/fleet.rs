@@ -5,7 +5,7 @@
 //! listens anywhere but on those addresses and loopback; all of it goes when a test ends.
 
 use db_branch::testkit::fleet::{FarHost, Keys};
-use db_branch::testkit::{server, TestEnv};
+use db_branch::testkit::{assert_success, server, TestEnv};
 use serde_json::Value;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -13,11 +13,7 @@ use std::time::{Duration, Instant};
 /// CHECKSUM TABLE of the seed's tables on a branch here, through the namespace.
 fn far_sums(far: &FarHost, near: &TestEnv, branch: &str) -> String {
     let out = far.via(near, &["--json", "env", branch]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, "");
     let vars: Value = serde_json::from_slice(&out.stdout).unwrap();
     let var = |k: &str| vars[k].as_str().unwrap().to_string();
     let s = server();
@@ -33,19 +29,12 @@ fn far_sums(far: &FarHost, near: &TestEnv, branch: &str) -> String {
         "CHECKSUM TABLE shop.customers, shop.orders".into(),
     ];
     let out = far.veth.run(&s.client, &args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, "");
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 fn near_host(keys: &Keys) -> TestEnv {
-    let env = TestEnv::new("", &keys.fleet_table());
-    env.run_ok(&["init"]);
-    env.pull_fixture(db_branch::testkit::Fixture::Seed);
-    env
+    TestEnv::new("", &keys.fleet_table()).seeded()
 }
 
 /// A new branch of `gen` here, and its CHECKSUM TABLE of the seed's tables.
@@ -266,7 +255,7 @@ fn an_interrupted_push_leaves_nothing_and_a_retry_succeeds() {
     // A retry goes through.
     let p = pushed(&near, &far.url(), None);
     assert_eq!(p["generation"], 1, "{p}");
-    assert!(far.via(&near, &["create", "x"]).status.success());
+    assert_success(&far.via(&near, &["create", "x"]), "create, x");
 }
 
 #[test]
@@ -280,11 +269,7 @@ fn host_flag_runs_every_command_there_with_its_exit_code() {
     pushed(&near, &far.url(), None);
 
     let created = far.via(&near, &["--json", "create", "pr-1"]);
-    assert!(
-        created.status.success(),
-        "{}",
-        String::from_utf8_lossy(&created.stderr)
-    );
+    assert_success(&created, "");
     let created: Value = serde_json::from_slice(&created.stdout).unwrap();
     let conn = &created["connection"];
     assert_eq!(conn["host"], far_addr.as_str(), "{conn}");
@@ -318,16 +303,12 @@ fn host_flag_runs_every_command_there_with_its_exit_code() {
         .args(["-N", "-B", "-e", "SELECT COUNT(*) FROM shop.customers"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, "");
 
     // env, reset, delete; the far side's exit codes come back as ours.
     let vars = far.via(&near, &["env", "pr-1"]);
     assert!(String::from_utf8_lossy(&vars.stdout).contains(&format!("MYSQL_HOST={far_addr}")));
-    assert!(far.via(&near, &["reset", "pr-1"]).status.success());
+    assert_success(&far.via(&near, &["reset", "pr-1"]), "reset, pr-1");
     assert_eq!(far.via(&near, &["reset", "nope"]).status.code(), Some(2));
     assert_eq!(
         far.via(&near, &["create", "Bad Name"]).status.code(),
@@ -375,7 +356,7 @@ fn a_datadir_owned_by_another_uid_is_given_to_the_server_user_at_start() {
         .arg(&datadir)
         .output()
         .unwrap();
-    assert!(out.status.success());
+    assert_success(&out, "");
     env.run_ok(&["start", "w"]);
     assert_eq!(
         db_branch::testkit::sql(p, "SELECT COUNT(*) FROM shop.customers"),
@@ -417,7 +398,7 @@ fn file_level_copies_travel_where_send_streams_cannot() {
     let far = FarHost::new(&keys, false);
     let p = near.json(&["baseline", "push", &far.url(), "--as-files"]);
     assert_eq!(p[0]["files"], true, "{p}");
-    assert!(far.via(&near, &["create", "f"]).status.success());
+    assert_success(&far.via(&near, &["create", "f"]), "create, f");
     assert_eq!(far_sums(&far, &near, "f"), want);
     assert_eq!(
         near.json(&["baseline", "push", &far.url(), "--as-files"])[0]["already_there"],

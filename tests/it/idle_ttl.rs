@@ -2,7 +2,7 @@
 //! btrfs and real mariadbd, with time moved forward through DB_BRANCH_FAKE_NOW.
 
 use chrono::{Duration, Utc};
-use db_branch::testkit::{sql, TestEnv};
+use db_branch::testkit::{assert_success, sql, TestEnv};
 use serde_json::Value;
 
 fn action(report: &Value, name: &str) -> String {
@@ -175,11 +175,7 @@ fn protection_blocks_delete_until_lifted_or_lapsed_and_expiry_can_be_moved() {
         Some(now + Duration::hours(2)),
         &["--json", "delete", "--yes", "keep"],
     );
-    assert!(
-        gone.status.success(),
-        "{}",
-        String::from_utf8_lossy(&gone.stderr)
-    );
+    assert_success(&gone, "");
     // A protected branch goes with --force.
     env.run_ok(&["create", "forced"]);
     env.run_ok(&["protect", "forced"]);
@@ -246,18 +242,10 @@ fn timer_units_are_valid_and_run_under_systemd() {
     env.run_ok(&["create", "stale", "--expires-at", "2020-01-01T00:00:00Z"]);
     env.run_ok(&["create", "live"]);
     let out = systemctl(&["start", &format!("{prefix}-gc.service")]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, "");
     assert_eq!(names(&env.json(&["list"])), ["live"]);
     let out = systemctl(&["start", &format!("{prefix}-stop-idle.service")]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, "");
     for t in ["stop-idle", "gc"] {
         let _ = systemctl(&[
             "disable",

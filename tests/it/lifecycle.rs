@@ -2,7 +2,7 @@
 //! pool), real mariadbd and a real service manager: the built-in supervisor, or systemd over
 //! D-Bus when run inside tests/harness/systemd-ns. scripts/test runs them both ways.
 
-use db_branch::testkit::{checksum, sql, TestEnv};
+use db_branch::testkit::{assert_success, checksum, sql, TestEnv};
 use std::collections::BTreeSet;
 
 #[test]
@@ -191,7 +191,7 @@ fn create_is_idempotent_and_wakes_a_stopped_branch() {
 
     // With -q a stop prints nothing at all.
     let quiet = env.run(&["stop", "-q", "pr-1"]);
-    assert!(quiet.status.success());
+    assert_success(&quiet, "");
     assert!(
         quiet.stdout.is_empty() && quiet.stderr.is_empty(),
         "stop -q said: {}{}",

@@ -1,7 +1,7 @@
 //! Root integration tests of `migrate-check` on a baseline with a 300,000-row table, real
 //! mariadbd with performance_schema statement history.
 
-use db_branch::testkit::{checksum, TestEnv};
+use db_branch::testkit::{assert_success, checksum, TestEnv};
 use serde_json::Value;
 
 /// A migration command: one SQL statement through the mariadb client, using the
@@ -36,11 +36,7 @@ fn instant_change_is_in_place_and_a_type_change_is_a_copy_that_fails_a_tight_lim
         &["--max-statement", "30s"],
         &migration("ALTER TABLE order_items ADD COLUMN note VARCHAR(20), ALGORITHM=INSTANT"),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, "");
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let s = &report["statements"][0];
     assert_eq!(
@@ -89,11 +85,7 @@ fn instant_change_is_in_place_and_a_type_change_is_a_copy_that_fails_a_tight_lim
         "-c",
         "mariadb --no-defaults -h \"$MYSQL_HOST\" -P \"$MYSQL_PORT\" -u root shop -e 'ALTER TABLE orders ADD INDEX by_total (total)'",
     ]);
-    assert!(
-        md.status.success(),
-        "{}",
-        String::from_utf8_lossy(&md.stderr)
-    );
+    assert_success(&md, "");
     let md = String::from_utf8_lossy(&md.stdout);
     assert!(
         md.contains("| # | STATEMENT") && md.contains("in place (index build)"),
@@ -141,11 +133,7 @@ fn a_named_existing_branch_is_reset_checked_and_kept() {
         &["--branch", "pr-9"],
         &migration("UPDATE orders SET total = total + 1 WHERE id <= 5000"),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, "");
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["kept"], true);
     assert_eq!(report["statements"][0]["rows_affected"], 5000);

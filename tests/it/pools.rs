@@ -193,9 +193,7 @@ fn the_memory_guard_counts_every_slot() {
     let per_slot = doctor["per_branch_bytes"].as_u64().unwrap();
     drop(probe);
     let headroom = available.saturating_sub(per_slot * 5 / 2) >> 20;
-    let env = TestEnv::new("", &format!("[memory]\nheadroom = \"{headroom}M\"\n"));
-    env.run_ok(&["init"]);
-    env.pull_fixture(db_branch::testkit::Fixture::Seed);
+    let env = TestEnv::new("", &format!("[memory]\nheadroom = \"{headroom}M\"\n")).seeded();
     let report = env.json(&["pool", "create", "g", "--size", "5"]);
     let ready = report["ready"].as_u64().unwrap();
     let refused: Vec<u64> = report["refused"]

@@ -4,7 +4,7 @@
 //! clones, space figures, metadata in user properties, and history where clones depend on
 //! their origin snapshots).
 
-use db_branch::testkit::{checksum, port, sql, TestEnv};
+use db_branch::testkit::{assert_success, checksum, port, sql, TestEnv};
 use std::process::Command;
 
 fn zfs(args: &[&str]) -> String {
@@ -316,11 +316,7 @@ fn zfs_streams_between_two_pools_in_full_and_as_increments() {
         .command(&["baseline", "send", "2", "--parent", "1"])
         .output()
         .unwrap();
-    assert!(
-        stream.status.success(),
-        "{}",
-        String::from_utf8_lossy(&stream.stderr)
-    );
+    assert_success(&stream, "");
     let full_bytes = full[0]["bytes"].as_u64().unwrap();
     assert!(
         (stream.stdout.len() as u64) * 4 < full_bytes,
@@ -345,11 +341,7 @@ fn zfs_streams_between_two_pools_in_full_and_as_increments() {
     assert_eq!(incoming.lines().count(), 1, "only the parent: {incoming}");
     assert_eq!(b.json(&["baseline", "list"]).as_array().unwrap().len(), 1);
     let whole = with_stdin(&b, &["--json", "baseline", "receive"], &stream.stdout);
-    assert!(
-        whole.status.success(),
-        "{}",
-        String::from_utf8_lossy(&whole.stderr)
-    );
+    assert_success(&whole, "");
     assert_eq!(ids(&a), ids(&b));
     let there = port(&b.json(&["create", "x", "--baseline", "2"]));
     assert_eq!(checksum(there), want, "the same data on the other pool");
@@ -401,15 +393,11 @@ fn zfs_and_btrfs_exchange_generations_as_file_level_copies() {
         .command(&["baseline", "send", "1", "--as-files"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out, "");
     let other = TestEnv::on_btrfs("", "");
     other.run_ok(&["init"]);
     let r = with_stdin(&other, &["--json", "baseline", "receive"], &out.stdout);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_success(&r, "");
     let zfs_sums = checksum(port(&zfs_host.json(&["create", "z"])));
     assert_eq!(checksum(port(&other.json(&["create", "y"]))), zfs_sums);
 }
