@@ -15,12 +15,11 @@ fn main() -> ExitCode {
     match db_branch::run(cli, printer.clone()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            let (kind, _) = db_branch::report::classify(&err);
-            let text = db_branch::report::render(&err);
-            if kind != db_branch::error::Kind::BrokenPipe && !text.is_empty() {
+            let (code, text) = db_branch::report::outcome(&err);
+            if !text.is_empty() {
                 printer.error(&text);
             }
-            ExitCode::from(kind.exit_code())
+            ExitCode::from(code)
         }
     }
 }

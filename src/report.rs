@@ -36,6 +36,19 @@ pub fn classify(err: &anyhow::Error) -> (Kind, Vec<String>) {
     (Kind::Failed, Vec::new())
 }
 
+/// What the program ends with for an error: its exit code, and the text for stderr (empty
+/// when there is nothing to say: a closed pipe, or a command run for us that said it).
+/// `main` prints this; the snapshot tests hold it per kind.
+pub fn outcome(err: &anyhow::Error) -> (u8, String) {
+    let (kind, _) = classify(err);
+    let text = if kind == Kind::BrokenPipe {
+        String::new()
+    } else {
+        render(err)
+    };
+    (kind.exit_code(), text)
+}
+
 /// The exit code for an error chain.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
     classify(err).0.exit_code()

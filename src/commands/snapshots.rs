@@ -271,3 +271,101 @@ fn pool_commands() {
         insta::assert_snapshot!("pool-status.json", status);
     });
 }
+
+/// `pool resize`: grown by one slot, then back.
+#[test]
+fn pool_resize() {
+    let mut sim = sim_host();
+    run(&mut sim, true, "pool create ci --size 1");
+    let mut s = settings(&sim);
+    s.add_filter(r"\b34[0-9]{2}\b", "[PORT]");
+    let grown = run(&mut sim, true, "pool resize ci --size 2");
+    let text = run(&mut sim, false, "pool resize ci --size 1");
+    s.bind(|| {
+        insta::assert_snapshot!("pool-resize.json", grown);
+        insta::assert_snapshot!("pool-resize.txt", text);
+    });
+}
+
+/// Checkpoints, their list and deletion, and the lineage tree.
+#[test]
+fn history_commands() {
+    let mut sim = populated();
+    let mut s = settings(&sim);
+    s.add_filter(r#""created": "[^"]*""#, r#""created": "[TIME]""#);
+    s.add_filter(
+        r"\b20[0-9]{2}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+(Z|\+00:00)?",
+        "[TIME]",
+    );
+    let checkpoint = run(&mut sim, true, "checkpoint a one");
+    let checkpoint_text = run(&mut sim, false, "checkpoint a two --clean");
+    let list = run(&mut sim, true, "checkpoints a");
+    let list_text = run(&mut sim, false, "checkpoints a");
+    run(&mut sim, true, "create c --from a@one --owner dev");
+    let tree = run(&mut sim, true, "list --tree");
+    let tree_text = run(&mut sim, false, "list --tree");
+    let diff = run(&mut sim, true, "diff a c");
+    let diff_text = run(&mut sim, false, "diff a@one c");
+    let deleted = run(&mut sim, true, "checkpoint delete a two");
+    let deleted_text = run(&mut sim, false, "checkpoint delete a one");
+    s.bind(|| {
+        insta::assert_snapshot!("checkpoint.json", checkpoint);
+        insta::assert_snapshot!("checkpoint.txt", checkpoint_text);
+        insta::assert_snapshot!("checkpoints.json", list);
+        insta::assert_snapshot!("checkpoints.txt", list_text);
+        insta::assert_snapshot!("list-tree.json", tree);
+        insta::assert_snapshot!("list-tree.txt", tree_text);
+        insta::assert_snapshot!("diff.json", diff);
+        insta::assert_snapshot!("diff.txt", diff_text);
+        insta::assert_snapshot!("checkpoint-delete.json", deleted);
+        insta::assert_snapshot!("checkpoint-delete.txt", deleted_text);
+    });
+}
+
+/// `db-branch ARGS` that must fail: the exit code and stderr as `main` ends with them
+/// (`report::outcome`), with `--json` too (errors are text on stderr either way).
+fn fails(sim: &mut SimHost, args: &str) -> String {
+    let mut argv = vec!["db-branch".to_string()];
+    argv.extend(shlex::split(args).expect("test arguments"));
+    let cli = Cli::try_parse_from(argv).expect("test arguments parse");
+    let (printer, out) = Printer::capturing(cli.json);
+    sim.host.printer = printer;
+    let result = super::authorize(&sim.host, &cli.command).and_then(|grant| {
+        super::dispatch(
+            &sim.host,
+            &grant,
+            &cli.command,
+            "/etc/db-branch/config.toml (valid)",
+        )
+    });
+    let err = result.expect_err("the command must fail");
+    let (code, text) = crate::report::outcome(&err);
+    let stdout = out.lock().unwrap().clone();
+    format!("$ db-branch {args}\nexit {code}\nstdout: {stdout:?}\n{text}\n")
+}
+
+/// One failure of every kind a user meets, as they see it: what failed, the hint, the
+/// exit code (2 usage and not-found, 75 refused, 77 permission, 1 failed).
+#[test]
+fn error_kinds() {
+    let mut sim = populated();
+    let mut all = String::new();
+    all += &fails(&mut sim, "reset nope");
+    all += &fails(&mut sim, "create c --from a@nope");
+    all += &fails(&mut sim, "--json create c --baseline 9");
+    all += &fails(&mut sim, "delete b --yes");
+    sim.memory.set_available(64 << 20);
+    all += &fails(&mut sim, "create big");
+    sim.memory.set_available(64 << 30);
+    sim.storage.fail_once("clone_branch");
+    all += &fails(&mut sim, "create broken");
+    sim.host.caller = crate::access::Caller {
+        uid: 4242,
+        gids: vec![4242],
+        name: "mallory".into(),
+        cwd: None,
+        pid: None,
+    };
+    all += &fails(&mut sim, "create m --owner dev");
+    settings(&sim).bind(|| insta::assert_snapshot!("error-kinds", all));
+}
