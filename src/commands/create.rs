@@ -1,7 +1,7 @@
 use crate::cli::CreateArgs;
 use crate::host::Host;
 use crate::ops::create::{create, CreateOptions};
-use crate::view::branch::{BranchView, CreateView};
+use crate::view::branch::CreateView;
 use anyhow::Result;
 
 pub fn run(host: &Host, args: &CreateArgs) -> Result<()> {
@@ -38,6 +38,6 @@ pub fn run(host: &Host, args: &CreateArgs) -> Result<()> {
     host.printer.emit(&CreateView {
         existed: created.existed,
         source_downtime_seconds: created.captured.and_then(|c| c.downtime_seconds),
-        branch: BranchView::of(host, &created.record),
+        branch: crate::ops::inspect::branch(host, &created.record),
     })
 }

@@ -1,7 +1,6 @@
 use crate::cli::ExtendArgs;
 use crate::host::Host;
 use crate::ops::branch::expiry::extend;
-use crate::view::branch::BranchView;
 use anyhow::Result;
 
 pub fn run(host: &Host, args: &ExtendArgs) -> Result<()> {
@@ -13,5 +12,6 @@ pub fn run(host: &Host, args: &ExtendArgs) -> Result<()> {
             t.to_rfc3339()
         ));
     }
-    host.printer.emit(&BranchView::of(host, &record))
+    host.printer
+        .emit(&crate::ops::inspect::branch(host, &record))
 }

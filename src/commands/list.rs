@@ -1,7 +1,7 @@
 use crate::cli::ListArgs;
 use crate::host::Host;
 use crate::store::records;
-use crate::view::branch::{BranchList, BranchView};
+use crate::view::branch::BranchList;
 use anyhow::Result;
 
 pub fn run(host: &Host, args: &ListArgs) -> Result<()> {
@@ -17,7 +17,7 @@ pub fn run(host: &Host, args: &ListArgs) -> Result<()> {
     let views = records::list(&host.layout)?
         .iter()
         .filter(|r| r.has_labels(&args.labels))
-        .map(|r| BranchView::of(host, r))
+        .map(|r| crate::ops::inspect::branch(host, r))
         .collect();
     host.printer.emit(&BranchList(views))
 }

@@ -1,7 +1,6 @@
 use crate::cli::ProtectArgs;
 use crate::host::Host;
 use crate::ops::branch::expiry::protect;
-use crate::view::branch::BranchView;
 use anyhow::Result;
 
 pub fn run(host: &Host, args: &ProtectArgs) -> Result<()> {
@@ -14,5 +13,6 @@ pub fn run(host: &Host, args: &ProtectArgs) -> Result<()> {
             args.name
         ),
     });
-    host.printer.emit(&BranchView::of(host, &record))
+    host.printer
+        .emit(&crate::ops::inspect::branch(host, &record))
 }

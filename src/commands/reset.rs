@@ -1,7 +1,6 @@
 use crate::cli::ResetArgs;
 use crate::host::Host;
 use crate::ops::reset::{reset, ResetOptions};
-use crate::view::branch::BranchView;
 use anyhow::Result;
 
 pub fn run(host: &Host, args: &ResetArgs) -> Result<()> {
@@ -20,5 +19,6 @@ pub fn run(host: &Host, args: &ResetArgs) -> Result<()> {
             }
         ),
     });
-    host.printer.emit(&BranchView::of(host, &record))
+    host.printer
+        .emit(&crate::ops::inspect::branch(host, &record))
 }

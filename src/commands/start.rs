@@ -1,7 +1,6 @@
 use crate::cli::NameArg;
 use crate::host::Host;
 use crate::ops::power::{start, Started};
-use crate::view::branch::BranchView;
 use anyhow::Result;
 
 pub fn run(host: &Host, args: &NameArg) -> Result<()> {
@@ -10,5 +9,6 @@ pub fn run(host: &Host, args: &NameArg) -> Result<()> {
         Started::Started => format!("started branch {}", args.name),
         Started::AlreadyRunning => format!("branch {} is already running", args.name),
     });
-    host.printer.emit(&BranchView::of(host, &record))
+    host.printer
+        .emit(&crate::ops::inspect::branch(host, &record))
 }

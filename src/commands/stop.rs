@@ -1,7 +1,6 @@
 use crate::cli::NameArg;
 use crate::host::Host;
 use crate::ops::power::stop;
-use crate::view::branch::BranchView;
 use anyhow::Result;
 
 pub fn run(host: &Host, args: &NameArg) -> Result<()> {
@@ -12,5 +11,6 @@ pub fn run(host: &Host, args: &NameArg) -> Result<()> {
     if host.printer.quiet && !host.printer.json {
         return Ok(());
     }
-    host.printer.emit(&BranchView::of(host, &record))
+    host.printer
+        .emit(&crate::ops::inspect::branch(host, &record))
 }

@@ -13,6 +13,7 @@ pub mod diff;
 pub mod doctor;
 pub mod gc;
 pub mod init;
+pub mod inspect;
 pub mod migrate_check;
 pub mod pool;
 pub mod power;
