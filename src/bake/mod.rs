@@ -129,50 +129,133 @@ pub fn bake(
     crate::server::Server::prepare_runtime_dir(server, req.work)?;
     let mut phases = Phases::new(progress);
     let mut summary = BakeSummary::default();
-
-    // A live source: which path, before anything is made.
-    let mut live = None;
-    if let BakeSource::Live { url, via } = &req.source {
-        let mut source = connect_source(url)?;
-        let listing = copy::list_tables(&mut source, &req.databases);
-        let (path, reason) = choose_path(&mut source, &flavour, *via, &listing)?;
-        if let Some(r) = &reason {
-            progress.note(&format!("baking by the {path} path ({r})"));
-        }
-        summary.path = path.to_string();
-        summary.path_reason = reason;
-        live = Some((url.clone(), source, path, listing));
-    }
-
-    let origin = match (&req.source, &live) {
-        (BakeSource::Datadir(_), _) => {
-            server.check_can_serve(
-                "the source datadir",
-                crate::flavour::Flavour::of_datadir(req.datadir),
-            )?;
-            summary.path = "datadir".into();
-            Origin::Foreign
-        }
-        (_, Some((url, _, Via::Clone, _))) => {
-            phases.start("clone instance", 0);
-            clone::clone_into(binary, flavour, url, req.datadir, req.work, progress)?;
-            Origin::Foreign
-        }
-        _ => {
-            phases.start("initialise", 0);
-            let cache = req.work.parent().unwrap_or(req.work);
-            binary.initialize_cached(req.datadir, &req.work.join("tmp"), cache)?;
-            Origin::Fresh
-        }
-    };
+    let live = look_at_source(req, &flavour, progress, &mut summary)?;
+    let origin = fill_workspace(server, req, live.as_ref(), &mut phases, &mut summary)?;
     binary.give_to_server_user(req.datadir)?;
     check_cancel(req.cancel)?;
     phases.start("start server", 0);
-    let target = match origin {
+    let target = start_target(server, req, origin, progress)?;
+    target.run_statements(&server.client_account_sql(&flavour))?;
+    match (&req.source, live) {
+        (BakeSource::Datadir(_), _) => {}
+        (BakeSource::Dump(path), _) => {
+            dump::load(&target, path, req, &mut phases, &mut summary)?;
+        }
+        (BakeSource::Live { .. }, Some(live)) => {
+            carry_live(
+                &target,
+                req,
+                live,
+                &flavour,
+                &mut phases,
+                &mut summary,
+                progress,
+            )?;
+        }
+        (BakeSource::Live { .. }, None) => unreachable!("a live source was looked at first"),
+    }
+    check_cancel(req.cancel)?;
+    if let Some(mask) = &req.mask_sql {
+        phases.start("mask", 0);
+        target
+            .run_sql_file(mask, progress)
+            .context("running the masking SQL")?;
+        summary.masked = true;
+    }
+    phases.start("clean shutdown (full purge)", 0);
+    // A clone's first start applies the redo it carried: that recovery is expected.
+    target.shutdown_clean(summary.path == "clone")?;
+    summary.phases = phases.finish();
+    summary.server = Some(flavour);
+    let _ = std::fs::remove_dir_all(req.work);
+    Ok(summary)
+}
+
+/// A live source as the bake found it: connected, its tables listed, its path chosen.
+struct Live {
+    url: String,
+    source: mysql::Conn,
+    path: Via,
+    listing: Result<copy::TableList>,
+}
+
+/// Which path a live source takes, decided before anything is made (None: not live).
+fn look_at_source(
+    req: &BakeRequest,
+    flavour: &crate::flavour::Flavour,
+    progress: &PhaseProgress,
+    summary: &mut BakeSummary,
+) -> Result<Option<Live>> {
+    let BakeSource::Live { url, via } = &req.source else {
+        return Ok(None);
+    };
+    let mut source = connect_source(url)?;
+    let listing = copy::list_tables(&mut source, &req.databases);
+    let (path, reason) = choose_path(&mut source, flavour, *via, &listing)?;
+    if let Some(r) = &reason {
+        progress.note(&format!("baking by the {path} path ({r})"));
+    }
+    summary.path = path.to_string();
+    summary.path_reason = reason;
+    Ok(Some(Live {
+        url: url.clone(),
+        source,
+        path,
+        listing,
+    }))
+}
+
+/// The workspace's datadir: the copied one (checked), a clone of the source instance, or a
+/// freshly initialised one; and whose accounts it holds.
+fn fill_workspace(
+    server: &RealServer,
+    req: &BakeRequest,
+    live: Option<&Live>,
+    phases: &mut Phases,
+    summary: &mut BakeSummary,
+) -> Result<Origin> {
+    let binary = &server.binary;
+    if let BakeSource::Datadir(_) = &req.source {
+        server.check_can_serve(
+            "the source datadir",
+            crate::flavour::Flavour::of_datadir(req.datadir),
+        )?;
+        summary.path = "datadir".into();
+        return Ok(Origin::Foreign);
+    }
+    if let Some(live) = live.filter(|l| l.path == Via::Clone) {
+        phases.start("clone instance", 0);
+        clone::clone_into(
+            binary,
+            binary.flavour()?,
+            &live.url,
+            req.datadir,
+            req.work,
+            phases.progress,
+        )?;
+        return Ok(Origin::Foreign);
+    }
+    phases.start("initialise", 0);
+    let cache = req.work.parent().unwrap_or(req.work);
+    binary.initialize_cached(req.datadir, &req.work.join("tmp"), cache)?;
+    Ok(Origin::Fresh)
+}
+
+/// The one-off server on the workspace, with db-branch's login: made on a fresh datadir;
+/// taken over (and the source's accounts dropped unless `--with-users`) on a foreign one.
+fn start_target<'s>(
+    server: &'s RealServer,
+    req: &BakeRequest,
+    origin: Origin,
+    progress: &PhaseProgress,
+) -> Result<OneOff<'s>> {
+    let binary = &server.binary;
+    let flavour = binary.flavour()?;
+    match origin {
         Origin::Fresh => {
             let t = OneOff::start(binary, flavour, req.datadir, req.work, ByteSize::mib(512))?;
             t.run_statements(&flavour.admin_login_sql())?;
-            t
+            Ok(t)
         }
         Origin::Foreign => {
             // Its accounts are the source's: db-branch takes over root@localhost first.
@@ -194,119 +277,111 @@ pub fn bake(
                     ));
                 }
             }
-            t
+            Ok(t)
         }
-    };
-    target.run_statements(&server.client_account_sql(&flavour))?;
-    match (&req.source, live) {
-        (BakeSource::Datadir(_), _) => {}
-        (BakeSource::Dump(path), _) => {
-            dump::load(&target, path, req, &mut phases, &mut summary)?;
+    }
+}
+
+/// A live source's data into the target: kept from the clone, or its databases made and
+/// its rows carried (tablespaces or the parallel copy), its objects after; then `--verify`.
+fn carry_live(
+    target: &OneOff,
+    req: &BakeRequest,
+    live: Live,
+    flavour: &crate::flavour::Flavour,
+    phases: &mut Phases,
+    summary: &mut BakeSummary,
+    progress: &PhaseProgress,
+) -> Result<()> {
+    let Live {
+        url,
+        mut source,
+        path,
+        listing,
+    } = live;
+    let mut verifier = None;
+    let mut moment = verify::Moment::Same;
+    let tables = if path == Via::Clone {
+        if !req.databases.is_empty() {
+            clone::keep_only(target, &req.databases)?;
         }
-        (BakeSource::Live { .. }, Some((url, mut source, path, listing))) => {
-            let mut verifier = None;
-            let mut moment = verify::Moment::Same;
-            let tables = if path == Via::Clone {
-                if !req.databases.is_empty() {
-                    clone::keep_only(&target, &req.databases)?;
-                }
-                summary.databases = req.databases.clone();
-                if req.verify {
-                    // CLONE's moment is its own: compare with the source as it is now.
-                    moment = verify::Moment::Later;
-                    verifier =
-                        snapshot::open(&url, 0, true, snapshot::Freeze::GlobalReadLock)?.verifier;
-                }
-                if req.verify {
-                    Some(listing?)
-                } else {
-                    None
-                }
-            } else {
-                let tables = listing?;
-                summary.databases = tables.databases.clone();
-                summary.tables = tables.tables.len();
-                let mut tconn = target.conn()?;
-                session(&mut tconn, TARGET_SESSION)?;
-                copy::create_databases(&mut source, &mut tconn, &tables.databases)?;
-                objects::create_sequences(&mut source, &mut tconn, &tables.sequences)?;
-                if path == Via::Tablespace {
-                    let source_datadir = tablespace::reachable(&mut source, &tables, &flavour)
-                        .map_err(|why| anyhow!("the tablespace path no longer applies: {why}"))?;
-                    verifier = tablespace::import(
-                        &target,
-                        &mut source,
-                        &url,
-                        &source_datadir,
-                        &tables,
-                        req,
-                        &mut phases,
-                        &mut summary,
-                    )?;
-                } else {
-                    let snap = snapshot::open(
-                        &url,
-                        req.jobs.max(1),
-                        req.verify,
-                        snapshot::Freeze::GlobalReadLock,
-                    )?;
-                    if !snap.consistent {
-                        progress.note(
-                            "the source user lacks RELOAD: each reader has its own moment, and \
-                             tables written during the bake may not match each other",
-                        );
-                        moment = verify::Moment::Later;
-                    }
-                    verifier = snap.verifier;
-                    copy::copy(
-                        &target,
-                        &mut source,
-                        snap.readers,
-                        &tables.tables,
-                        req,
-                        &mut phases,
-                        &mut summary,
-                    )?;
-                }
-                phases.start("views, routines, triggers, events", 0);
-                objects::copy_objects(
-                    &mut source,
-                    &mut target.conn()?,
-                    &tables.databases,
-                    req.with_users,
-                )?;
-                Some(tables)
-            };
-            if let (Some(mut verifier), Some(tables)) = (verifier, tables) {
-                phases.start("verify", 0);
-                // Tests prove --verify can fail: SQL that spoils the copy first.
-                #[cfg(feature = "testing")]
-                if let Ok(spoil) = std::env::var("DB_BRANCH_TEST_BEFORE_VERIFY") {
-                    target.run_statements(&[spoil])?;
-                }
-                let v = verify::verify(&mut verifier, &mut target.conn()?, &tables, moment)?;
-                summary.verified_tables = Some(v.tables);
-                summary.verified_objects = Some(v.objects);
-                summary.verified_by = Some(v.by);
+        summary.databases = req.databases.clone();
+        if req.verify {
+            // CLONE's moment is its own: compare with the source as it is now.
+            moment = verify::Moment::Later;
+            verifier = snapshot::open(&url, 0, true, snapshot::Freeze::GlobalReadLock)?.verifier;
+            Some(listing?)
+        } else {
+            None
+        }
+    } else {
+        let tables = listing?;
+        summary.databases = tables.databases.clone();
+        summary.tables = tables.tables.len();
+        let mut tconn = target.conn()?;
+        session(&mut tconn, TARGET_SESSION)?;
+        copy::create_databases(&mut source, &mut tconn, &tables.databases)?;
+        objects::create_sequences(&mut source, &mut tconn, &tables.sequences)?;
+        if path == Via::Tablespace {
+            let source_datadir = tablespace::reachable(&mut source, &tables, flavour)
+                .map_err(|why| anyhow!("the tablespace path no longer applies: {why}"))?;
+            verifier = tablespace::import(
+                target,
+                &mut source,
+                &url,
+                &source_datadir,
+                &tables,
+                req,
+                phases,
+                summary,
+            )?;
+        } else {
+            let snap = snapshot::open(
+                &url,
+                req.jobs.max(1),
+                req.verify,
+                snapshot::Freeze::GlobalReadLock,
+            )?;
+            if !snap.consistent {
+                progress.note(
+                    "the source user lacks RELOAD: each reader has its own moment, and \
+                     tables written during the bake may not match each other",
+                );
+                moment = verify::Moment::Later;
             }
+            verifier = snap.verifier;
+            copy::copy(
+                target,
+                &mut source,
+                snap.readers,
+                &tables.tables,
+                req,
+                phases,
+                summary,
+            )?;
         }
-        (BakeSource::Live { .. }, None) => unreachable!("a live source was looked at above"),
+        phases.start("views, routines, triggers, events", 0);
+        objects::copy_objects(
+            &mut source,
+            &mut target.conn()?,
+            &tables.databases,
+            req.with_users,
+        )?;
+        Some(tables)
+    };
+    if let (Some(mut verifier), Some(tables)) = (verifier, tables) {
+        phases.start("verify", 0);
+        // Tests prove --verify can fail: SQL that spoils the copy first.
+        #[cfg(feature = "testing")]
+        if let Ok(spoil) = std::env::var("DB_BRANCH_TEST_BEFORE_VERIFY") {
+            target.run_statements(&[spoil])?;
+        }
+        let v = verify::verify(&mut verifier, &mut target.conn()?, &tables, moment)?;
+        summary.verified_tables = Some(v.tables);
+        summary.verified_objects = Some(v.objects);
+        summary.verified_by = Some(v.by);
     }
-    check_cancel(req.cancel)?;
-    if let Some(mask) = &req.mask_sql {
-        phases.start("mask", 0);
-        target
-            .run_sql_file(mask, progress)
-            .context("running the masking SQL")?;
-        summary.masked = true;
-    }
-    phases.start("clean shutdown (full purge)", 0);
-    // A clone's first start applies the redo it carried: that recovery is expected.
-    target.shutdown_clean(summary.path == "clone")?;
-    summary.phases = phases.finish();
-    summary.server = Some(flavour);
-    let _ = std::fs::remove_dir_all(req.work);
-    Ok(summary)
+    Ok(())
 }
 
 #[cfg(any(test, feature = "testing"))]
