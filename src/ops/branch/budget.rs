@@ -1,4 +1,6 @@
-//! Memory admission for starting a branch's server: its warm ceiling must fit in what is
+//! The memory guard's arithmetic for one branch, all of it here: its ceiling (buffer
+//! pool, allowance, instrumentation, a RAM pool's growth), the limits its server runs
+//! under, and admission for starting it: its warm ceiling must fit in what is
 //! free once every running branch has grown to its own, and the headroom. Then a
 //! reservation makes the memory it was promised visible to other invocations until it is
 //! up (from then on its own ceiling counts).
@@ -28,6 +30,13 @@ impl Ceiling {
         self.buffer_pool
             .saturating_add(self.allowance)
             .saturating_add(self.extra)
+    }
+
+    /// (MemoryHigh, MemoryMax) of its server: killed alone at its ceiling, throttled a
+    /// quarter of the allowance below it.
+    pub fn limits(&self) -> (u64, u64) {
+        let max = self.total();
+        (max - self.allowance / 4, max)
     }
 }
 
@@ -125,4 +134,26 @@ pub fn admit_locked(
     let admission = assess(host, record, freed)?;
     admission.check()?;
     reservations::reserve(&host.layout, &record.name, admission.ceiling_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throttled_a_quarter_of_the_allowance_below_the_ceiling() {
+        let c = Ceiling {
+            buffer_pool: 128 << 20,
+            allowance: 200 << 20,
+            extra: 8 << 20,
+        };
+        assert_eq!(c.total(), 336 << 20);
+        assert_eq!(c.limits(), ((336 - 50) << 20, 336 << 20));
+        let huge = Ceiling {
+            buffer_pool: u64::MAX,
+            allowance: 4,
+            extra: 0,
+        };
+        assert_eq!(huge.limits(), (u64::MAX - 1, u64::MAX));
+    }
 }

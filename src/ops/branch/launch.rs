@@ -10,13 +10,10 @@ use crate::store::secrets;
 use crate::supervisor::Launch;
 use anyhow::{Context, Result};
 
-/// `launch` with the memory ceilings the guard counted: killed alone at its ceiling,
-/// throttled a quarter of the allowance below it.
+/// `launch` with the memory limits the guard counted (`budget::Ceiling::limits`).
 pub fn launch_for(host: &Host, record: &BranchRecord) -> Launch {
     let mut l = launch(host, &record.name);
-    let c = crate::ops::branch::budget::ceiling(host, record);
-    l.memory_max = c.total();
-    l.memory_high = c.total() - c.allowance / 4;
+    (l.memory_high, l.memory_max) = crate::ops::branch::budget::ceiling(host, record).limits();
     l
 }
 
