@@ -4,6 +4,7 @@
 //! program quietly: writing returns the `BrokenPipe` error, which exits 0.
 
 use crate::values::ByteSize;
+use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
@@ -110,7 +111,8 @@ impl Printer {
             .with_prompt(question)
             .default(false)
             .interact()
-            .map_err(|e| anyhow::anyhow!("asking for confirmation: {e}"))?;
+            .map_err(anyhow::Error::from)
+            .context("asking for confirmation")?;
         if !ok {
             return Err(crate::error::usage("answered no; nothing was changed"));
         }

@@ -1,6 +1,7 @@
 //! Create a branch: clone the baseline, start a server, wait until it answers. Idempotent:
 //! an existing branch is started if needed and returned with the same port.
 
+use crate::branch::{resolve, ExpiryRequest};
 use crate::branch::{
     BranchName, BranchRecord, BranchRef, DatabaseName, Generation, Label, Parent, Phase,
 };
@@ -10,7 +11,6 @@ use crate::host::Host;
 use crate::ops::branch::budget::{admit, admit_locked};
 use crate::ops::branch::capture::{capture, Captured};
 use crate::ops::branch::discard::discard;
-use crate::ops::branch::expiry::{resolve, ExpiryRequest};
 use crate::ops::branch::fit::{check_server_for, generation_server};
 use crate::ops::branch::record::persist;
 use crate::ops::branch::{
@@ -436,8 +436,8 @@ pub fn invoking_user() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::branch::ExpiryRequest;
     use crate::error::{EXIT_REFUSED, EXIT_USAGE};
-    use crate::ops::branch::expiry::ExpiryRequest;
     use crate::ops::testing::{name, sim_host};
     use crate::report::exit_code;
     use crate::supervisor::ServiceState;

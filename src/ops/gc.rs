@@ -134,8 +134,8 @@ pub fn gc(host: &Host, opts: &GcOptions) -> Result<Vec<GcRow>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::branch::ExpiryRequest;
     use crate::branch::Protection;
-    use crate::ops::branch::expiry::ExpiryRequest;
     use crate::ops::create::create;
     use crate::ops::create::CreateOptions;
     use crate::ops::testing::{name, sim_host};

@@ -2,11 +2,11 @@
 //! datadir back to the clean `@init` snapshot, start, wait. Same port, same connection
 //! details, and no crash recovery, because `@init` was taken from a clean shutdown.
 
+use crate::branch::after;
 use crate::branch::{BranchName, BranchRecord, Phase};
 use crate::error::{Error, Kind};
 use crate::host::Host;
 use crate::ops::branch::budget::admit;
-use crate::ops::branch::expiry::after;
 use crate::ops::branch::record::{persist, require};
 use crate::ops::branch::{
     launch::{self},

@@ -52,14 +52,12 @@ pub fn assert_success(out: &Output, what: &str) {
     if out.status.success() {
         return;
     }
-    let tail = |b: &[u8]| crate::exec::tail(b);
     panic!(
-        "{}{} ({}):\n{}\n{}",
+        "{} failed ({}):\n{}\n{}",
         if what.is_empty() { "a command" } else { what },
-        " failed",
         out.status,
-        tail(&out.stderr),
-        tail(&out.stdout)
+        crate::exec::tail(&out.stderr),
+        crate::exec::tail(&out.stdout)
     );
 }
 

@@ -1,12 +1,10 @@
 //! Expiry and protection: when `gc` may delete a branch, and what keeps it from `delete`.
 
-use crate::branch::{BranchName, BranchRecord, Protection};
+use crate::branch::{after, resolve, BranchName, BranchRecord, ExpiryRequest, Protection};
 use crate::host::Host;
 use crate::ops::branch::record::{persist, require};
 use crate::values::Duration;
 use anyhow::Result;
-
-pub use crate::branch::{after, resolve, ExpiryRequest};
 
 pub fn extend(host: &Host, name: &BranchName, req: ExpiryRequest) -> Result<BranchRecord> {
     let expires_at = resolve(host.clock.now(), req, None)?;

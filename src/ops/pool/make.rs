@@ -3,10 +3,10 @@
 //! recycler when a slot has gone missing.
 
 use super::{slot_branch, PoolSpec, POOL_LABEL};
+use crate::branch::ExpiryRequest;
 use crate::branch::{Label, Protection};
 use crate::error::{Error, Kind};
 use crate::host::Host;
-use crate::ops::branch::expiry::ExpiryRequest;
 use crate::ops::branch::record::persist;
 use crate::ops::create::{create, CreateOptions};
 use crate::store::records;
