@@ -177,6 +177,11 @@ pub struct MysqldConfig {
     pub user: String,
     /// Default server profile for new branches (`create --profile` overrides).
     pub profile: Profile,
+    /// `test`-profile branches run with libeatmydata preloaded, where it is installed:
+    /// every fsync of the server is a no-op (the engines still call it on file creation and
+    /// redo writes even with `innodb_flush_method=nosync`). Writes still reach the page
+    /// cache, so a killed server loses nothing; a host crash can, as the profile says.
+    pub skip_fsync: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -296,6 +301,7 @@ impl Default for MysqldConfig {
             start_timeout: Duration(std::time::Duration::from_secs(120)),
             user: "mysql".into(),
             profile: Profile::Test,
+            skip_fsync: true,
         }
     }
 }

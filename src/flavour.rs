@@ -160,6 +160,30 @@ impl Flavour {
         self.family == Family::Mysql
     }
 
+    /// A server bug that makes this release crash at start-up on data db-branch serves:
+    /// MySQL 8.0.38, 8.4.1 and 9.0.0 crash in the tablespace duplicate check when a datadir
+    /// has more than roughly 8–10k tables (MySQL bug 115517, Percona PS-9306); Oracle
+    /// withdrew those releases.
+    pub fn start_up_bug(&self) -> Option<&'static str> {
+        let v = self.version;
+        match (self.family, v.major, v.minor, v.patch) {
+            (Family::Mysql, 8, 0, 38) | (Family::Mysql, 8, 4, 1) | (Family::Mysql, 9, 0, 0) => Some(
+                "MySQL bug 115517 (PS-9306): it crashes at start-up in the tablespace duplicate \
+                 check once a datadir holds more than about 8-10k tables; fixed in 8.0.39, 8.4.2 and 9.0.1",
+            ),
+            _ => None,
+        }
+    }
+
+    /// MariaDB from 11.4 makes itself a TLS certificate at every start when it is given none
+    /// (MDEV-31855, "SSL by default"): an RSA key search that took 0.1–1.2 s of each 11.8
+    /// start here (perf: libcrypto's BN_mod_word, the prime sieve). A branch of such a
+    /// server is given a certificate made by db-branch (an EC key, made in milliseconds).
+    /// MySQL makes its certificates once, in `--initialize`, and keeps them in the datadir.
+    pub fn makes_certificate_at_start(&self) -> bool {
+        self.family == Family::Mariadb && self.series() >= (11, 4)
+    }
+
     /// Option-file lines every branch gets. Each saved measurable start-up time or memory
     /// on a 2-core host (docs/benchmarks.md): no name resolution, no buffer-pool dump/load,
     /// no binary log, a small redo buffer (InnoDB reads that much redo at start even after
@@ -451,6 +475,26 @@ mod tests {
             Flavour::of_datadir(dir.path()),
             Some(Flavour::new(Family::Mysql, 9, 7, 4))
         );
+    }
+
+    #[test]
+    fn withdrawn_mysql_releases_are_known_broken() {
+        for (ma, mi, p) in [(8, 0, 38), (8, 4, 1), (9, 0, 0)] {
+            let f = Flavour::new(Family::Mysql, ma, mi, p);
+            assert!(f.start_up_bug().unwrap().contains("115517"), "{f}");
+        }
+        for (ma, mi, p) in [(8, 0, 39), (8, 4, 2), (9, 0, 1), (9, 7, 4)] {
+            assert_eq!(Flavour::new(Family::Mysql, ma, mi, p).start_up_bug(), None);
+        }
+        assert_eq!(Flavour::new(Family::Mariadb, 9, 0, 0).start_up_bug(), None);
+    }
+
+    #[test]
+    fn mariadb_from_11_4_makes_a_certificate_at_start() {
+        assert!(Flavour::new(Family::Mariadb, 11, 8, 9).makes_certificate_at_start());
+        assert!(Flavour::new(Family::Mariadb, 11, 4, 1).makes_certificate_at_start());
+        assert!(!Flavour::new(Family::Mariadb, 10, 11, 19).makes_certificate_at_start());
+        assert!(!Flavour::new(Family::Mysql, 9, 7, 4).makes_certificate_at_start());
     }
 
     #[test]

@@ -28,6 +28,25 @@ pub struct DoctorReport {
     pub findings: Vec<Finding>,
 }
 
+/// Whether `test`-profile branches will skip their fsyncs (`server::preload`). Not a
+/// warning when missing: branches work, they only start slower.
+fn fsync_check(host: &Host) -> Check {
+    match (
+        host.config.mysqld.skip_fsync,
+        host.server.fsync_free_library(),
+    ) {
+        (false, _) => Check::ok("fsync", "mysqld.skip_fsync = false: servers fsync as they like"),
+        (true, Some(lib)) => Check::ok(
+            "fsync",
+            format!("test-profile branches preload {} (fsync is a no-op)", lib.display()),
+        ),
+        (true, None) => Check::ok(
+            "fsync",
+            "libeatmydata is not installed: test-profile branches fsync (install libeatmydata1 for faster starts)",
+        ),
+    }
+}
+
 /// The host's readiness, without looking for orphans.
 pub fn report(host: &Host, config_note: &str) -> DoctorReport {
     let c = &host.config;
@@ -44,6 +63,7 @@ pub fn report(host: &Host, config_note: &str) -> DoctorReport {
         ),
         Err(e) => Check::fail("server", format!("{e:#}")),
     });
+    checks.push(fsync_check(host));
     let kind = host.services.kind();
     let systemd_up = crate::supervisor::systemd::is_running();
     checks.push(match (kind, systemd_up) {

@@ -195,4 +195,20 @@ mod tests {
         );
         assert_eq!(sim.services.with_state(|s| s.kills), 0);
     }
+
+    #[test]
+    fn a_server_release_known_to_crash_is_refused_naming_the_bug() {
+        let sim = sim_host();
+        make(&sim);
+        *sim.server.flavour.lock().unwrap() =
+            crate::flavour::Flavour::new(crate::flavour::Family::Mysql, 8, 4, 1);
+        let e = reset(&sim.host, &ResetOptions::named(name("a"))).unwrap_err();
+        assert_eq!(exit_code(&e), EXIT_USAGE);
+        let text = crate::report::render(&e);
+        assert!(
+            text.contains("MySQL 8.4.1") && text.contains("115517") && text.contains("8.4.2"),
+            "{text}"
+        );
+        assert_eq!(sim.services.with_state(|s| s.kills), 0, "nothing was touched");
+    }
 }

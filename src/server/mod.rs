@@ -11,6 +11,7 @@ pub mod conn;
 pub mod databases;
 pub mod oneoff;
 pub mod options;
+pub mod preload;
 pub mod real;
 pub mod schema;
 #[cfg(any(test, feature = "testing"))]
@@ -40,6 +41,13 @@ pub enum ServerError {
         made_by: Flavour,
         binary: Flavour,
     },
+    /// A release known to crash at start-up (`Flavour::start_up_bug`).
+    #[error("{what} is {flavour}, which db-branch refuses: {bug}")]
+    KnownBroken {
+        what: String,
+        flavour: Flavour,
+        bug: &'static str,
+    },
     #[error(
         "the datadir was not shut down cleanly: its server had to run crash recovery (\"{line}\")"
     )]
@@ -63,11 +71,29 @@ impl Classified for ServerError {
                     made_by.family, made_by.version.major, made_by.version.minor
                 ),
             ],
+            ServerError::KnownBroken { .. } => vec![
+                "install a fixed release (scripts/install-server mysql-9.7 gives 9.7), and make \
+                 the baseline again with it if this one made it"
+                    .into(),
+            ],
             ServerError::UncleanDatadir { .. } => vec![
                 "start a server on the original datadir and stop it cleanly (`mariadb-admin                  shutdown`, `mysqladmin shutdown`, or `systemctl stop mariadb`), then try again;                  a clean datadir starts without any \"crash recovery\" line in its error log"
                     .into(),
             ],
         }
+    }
+}
+
+/// Refuses (exit 2) a server release, or data made by one, known to crash at start-up.
+/// `what`: "the configured server" or the data's name.
+pub fn check_not_known_broken(what: &str, flavour: Flavour) -> Result<(), ServerError> {
+    match flavour.start_up_bug() {
+        Some(bug) => Err(ServerError::KnownBroken {
+            what: what.to_string(),
+            flavour,
+            bug,
+        }),
+        None => Ok(()),
     }
 }
 
@@ -90,6 +116,9 @@ pub trait Server: Send + Sync {
     /// The server's own command-line client (`mysql` beside MySQL, `mariadb` beside
     /// MariaDB), for `shell` and the `DB_BRANCH_CLIENT` variable.
     fn client_program(&self) -> PathBuf;
+    /// The library `test`-profile branch servers preload so their fsyncs are no-ops
+    /// (`preload`), when this host has it.
+    fn fsync_free_library(&self) -> Option<PathBuf>;
     /// Creates a branch's runtime directory and its `tmp`, writable by the server's OS user.
     fn prepare_runtime_dir(&self, dir: &Path) -> Result<()>;
     /// Gives a branch's datadir to the server's OS user when another uid owns it (a

@@ -74,6 +74,7 @@ impl<'a> OneOff<'a> {
             .collect(),
             init_file: None,
             tls: None,
+            tls_required: false,
         };
         let option_file = work.join("my.cnf");
         fs::write(&option_file, render(&spec))?;

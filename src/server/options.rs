@@ -30,9 +30,12 @@ pub struct ServerSpec {
     pub branch_options: Vec<String>,
     /// SQL the server runs at every start: the branch's own password (`store::secrets`).
     pub init_file: Option<PathBuf>,
-    /// CA, certificate and key when clients off this host may connect: TLS is then
-    /// required (`require_secure_transport`).
+    /// CA, certificate and key: when clients off this host may connect, and for servers
+    /// that would otherwise make their own at every start
+    /// (`Flavour::makes_certificate_at_start`).
     pub tls: Option<crate::store::tls::TlsFiles>,
+    /// Every connection must use TLS (`require_secure_transport`): clients off this host.
+    pub tls_required: bool,
 }
 
 pub fn render(spec: &ServerSpec) -> String {
@@ -53,7 +56,14 @@ pub fn render(spec: &ServerSpec) -> String {
             lines.push(format!("bind-address={addr}"));
             lines.push(format!("port={port}"));
         }
-        None => lines.push("skip-networking".into()),
+        None => {
+            lines.push("skip-networking".into());
+            // Reached over its socket by db-branch alone, which does not use TLS: no
+            // certificate to make at start.
+            if spec.flavour.makes_certificate_at_start() {
+                lines.push("skip-ssl".into());
+            }
+        }
     }
     lines.push(format!("# fast start-up and low memory ({})", spec.flavour));
     lines.extend(spec.flavour.fast_flags().iter().map(|f| f.to_string()));
@@ -76,11 +86,17 @@ pub fn render(spec: &ServerSpec) -> String {
         );
     }
     if let Some(tls) = &spec.tls {
-        lines.push("# reachable from other machines: TLS only".into());
+        lines.push(if spec.tls_required {
+            "# reachable from other machines: TLS only".into()
+        } else {
+            "# a certificate, so the server does not make one at every start".into()
+        });
         lines.push(format!("ssl-ca={}", tls.ca.display()));
         lines.push(format!("ssl-cert={}", tls.cert.display()));
         lines.push(format!("ssl-key={}", tls.key.display()));
-        lines.push("require-secure-transport=ON".into());
+        if spec.tls_required {
+            lines.push("require-secure-transport=ON".into());
+        }
     }
     if let Some(init) = &spec.init_file {
         lines.push(format!("init-file={}", init.display()));
@@ -114,7 +130,25 @@ mod tests {
             branch_options: Vec::new(),
             init_file: None,
             tls: None,
+            tls_required: false,
         }
+    }
+
+    #[test]
+    fn a_certificate_alone_does_not_require_tls() {
+        let mut s = spec();
+        s.tls = Some(crate::store::tls::TlsFiles {
+            ca: "/r/tls/ca.pem".into(),
+            cert: "/r/s/server.pem".into(),
+            key: "/r/s/server.key".into(),
+        });
+        let text = render(&s);
+        assert!(text.lines().any(|l| l == "ssl-cert=/r/s/server.pem"), "{text}");
+        assert!(!text.contains("require-secure-transport"), "{text}");
+        s.tls_required = true;
+        assert!(render(&s)
+            .lines()
+            .any(|l| l == "require-secure-transport=ON"));
     }
 
     #[test]
@@ -185,5 +219,8 @@ mod tests {
         s.network = None;
         let text = render(&s);
         assert!(text.contains("skip-networking") && !text.contains("port="));
+        assert!(!text.contains("skip-ssl"), "10.11 makes no certificate");
+        s.flavour = Flavour::new(crate::flavour::Family::Mariadb, 11, 8, 9);
+        assert!(render(&s).lines().any(|l| l == "skip-ssl"));
     }
 }

@@ -44,7 +44,9 @@ impl RealServer {
     /// Refuses a datadir this server must not start (another family or release series).
     pub fn check_can_serve(&self, what: &str, made_by: Option<Flavour>) -> Result<Flavour> {
         let binary = self.binary.flavour()?;
+        super::check_not_known_broken("the configured server", binary)?;
         if let Some(made_by) = made_by {
+            super::check_not_known_broken(what, made_by)?;
             if !binary.can_serve(&made_by) {
                 return Err(ServerError::WrongServer {
                     what: what.to_string(),
@@ -69,6 +71,10 @@ impl Server for RealServer {
 
     fn client_program(&self) -> PathBuf {
         self.binary.client_program()
+    }
+
+    fn fsync_free_library(&self) -> Option<PathBuf> {
+        super::preload::fsync_free_library()
     }
 
     fn prepare_runtime_dir(&self, dir: &Path) -> Result<()> {

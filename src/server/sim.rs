@@ -57,6 +57,11 @@ impl Server for SimServer {
     fn client_program(&self) -> PathBuf {
         PathBuf::from("/usr/bin/mariadb")
     }
+
+    /// None: the sim runs no process, and what doctor says must not depend on the host.
+    fn fsync_free_library(&self) -> Option<PathBuf> {
+        None
+    }
     fn prepare_runtime_dir(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir)?;
         Ok(())

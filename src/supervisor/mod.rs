@@ -55,6 +55,16 @@ pub struct Launch {
     /// `memory_max`, so a runaway branch cannot push the OOM killer onto its neighbours.
     pub memory_high: u64,
     pub memory_max: u64,
+    /// Variables the server starts with (`server::preload`); the systemd unit reads them
+    /// from `server.env` beside the option file, which `start` writes.
+    pub environment: Vec<(String, String)>,
+}
+
+impl Launch {
+    /// The file the systemd template unit reads as its `EnvironmentFile`.
+    pub fn environment_file(&self) -> PathBuf {
+        self.option_file.with_file_name("server.env")
+    }
 }
 
 /// How likely the kernel's OOM killer picks a branch server (-1000..1000): above the host's

@@ -211,6 +211,7 @@ impl ServiceManager for ProcessSupervisor {
         }
         let mut cmd = Command::new(&launch.binary);
         cmd.arg(format!("--defaults-file={}", launch.option_file.display()))
+            .envs(launch.environment.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);

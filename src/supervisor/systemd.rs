@@ -389,6 +389,15 @@ impl ServiceManager for Systemd {
 
     fn start(&self, launch: &Launch) -> Result<()> {
         let unit = self.unit_name(launch);
+        // Written at every start, empty when the profile wants nothing: the unit reads it
+        // (`EnvironmentFile=-`), so a branch switched to `durable` drops the preload.
+        let env = launch.environment_file();
+        crate::store::files::write_atomic(
+            &env,
+            environment_file_text(&launch.environment).as_bytes(),
+            0o644,
+        )
+        .with_context(|| format!("writing the environment of {unit}"))?;
         // Clears a `failed` state left by a kill, and its start counter.
         self.reset_failed(&unit)?;
         if launch.memory_max > 0 {
@@ -521,6 +530,16 @@ impl ServiceManager for Systemd {
     }
 }
 
+/// `EnvironmentFile=` syntax: one `NAME="value"` per line, `\\` and `"` escaped.
+fn environment_file_text(vars: &[(String, String)]) -> String {
+    vars.iter()
+        .map(|(k, v)| {
+            let v = v.replace('\\', "\\\\").replace('"', "\\\"");
+            format!("{k}=\"{v}\"\n")
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -536,7 +555,26 @@ mod tests {
             supervisor_pid_file: "/r/branches/a/supervisor.pid".into(),
             memory_high: 100,
             memory_max: 200,
+            environment: vec![("LD_PRELOAD".into(), "/usr/lib/libeatmydata.so.1".into())],
         }
+    }
+
+    #[test]
+    fn the_environment_file_is_beside_the_option_file_and_quoted() {
+        let l = launch();
+        assert_eq!(
+            l.environment_file(),
+            std::path::Path::new("/r/branches/a/server.env")
+        );
+        assert_eq!(
+            environment_file_text(&l.environment),
+            "LD_PRELOAD=\"/usr/lib/libeatmydata.so.1\"\n"
+        );
+        assert_eq!(environment_file_text(&[]), "");
+        assert_eq!(
+            environment_file_text(&[("A".into(), "x\"y\\z".into())]),
+            "A=\"x\\\"y\\\\z\"\n"
+        );
     }
 
     #[test]

@@ -5,15 +5,23 @@ use super::unit::{is_up, launch};
 use crate::branch::{Activity, BranchRecord};
 use crate::host::Host;
 use crate::server::options::{render, ServerSpec};
+use crate::server::preload;
 use crate::store::files::write_atomic;
 use crate::store::secrets;
 use crate::supervisor::Launch;
 use anyhow::{Context, Result};
 
-/// `launch` with the memory limits the guard counted (`budget::Ceiling::limits`).
+/// `launch` with the memory limits the guard counted (`budget::Ceiling::limits`) and the
+/// environment of the branch's profile (`server::preload`).
 pub fn launch_for(host: &Host, record: &BranchRecord) -> Launch {
     let mut l = launch(host, &record.name);
     (l.memory_high, l.memory_max) = crate::ops::branch::budget::ceiling(host, record).limits();
+    l.environment = preload::environment(
+        host.server.flavour().ok(),
+        record.profile,
+        host.config.mysqld.skip_fsync,
+        host.server.fsync_free_library().as_deref(),
+    );
     l
 }
 
@@ -38,6 +46,7 @@ pub fn server_spec(host: &Host, record: &BranchRecord) -> Result<ServerSpec> {
         init_file: Some(host.layout.init_sql(name)),
         // Filled in by `write_options`, which makes the certificate.
         tls: None,
+        tls_required: false,
     })
 }
 
@@ -64,7 +73,8 @@ pub fn write_options(host: &Host, record: &BranchRecord) -> Result<()> {
     }
     let server_gid = secrets::gid_of(&host.config.mysqld.user);
     secrets::write_init_sql(&host.layout, &record.name, &statements, server_gid)?;
-    if remote {
+    if remote || spec.flavour.makes_certificate_at_start() {
+        spec.tls_required = remote;
         spec.tls = Some(crate::store::tls::branch_files(
             &host.layout,
             &record.name,

@@ -18,6 +18,7 @@ pub fn launch(host: &Host, name: &BranchName) -> Launch {
         supervisor_pid_file: host.layout.branch_dir(name).join("supervisor.pid"),
         memory_high: 0,
         memory_max: 0,
+        environment: Vec::new(),
     }
 }
 
