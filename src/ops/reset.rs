@@ -209,6 +209,10 @@ mod tests {
             text.contains("MySQL 8.4.1") && text.contains("115517") && text.contains("8.4.2"),
             "{text}"
         );
-        assert_eq!(sim.services.with_state(|s| s.kills), 0, "nothing was touched");
+        assert_eq!(
+            sim.services.with_state(|s| s.kills),
+            0,
+            "nothing was touched"
+        );
     }
 }

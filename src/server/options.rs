@@ -143,7 +143,10 @@ mod tests {
             key: "/r/s/server.key".into(),
         });
         let text = render(&s);
-        assert!(text.lines().any(|l| l == "ssl-cert=/r/s/server.pem"), "{text}");
+        assert!(
+            text.lines().any(|l| l == "ssl-cert=/r/s/server.pem"),
+            "{text}"
+        );
         assert!(!text.contains("require-secure-transport"), "{text}");
         s.tls_required = true;
         assert!(render(&s)

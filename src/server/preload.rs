@@ -25,7 +25,10 @@ pub fn fsync_free_library() -> Option<PathBuf> {
 }
 
 fn first_existing<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Option<PathBuf> {
-    paths.into_iter().find(|p| p.is_file()).map(Path::to_path_buf)
+    paths
+        .into_iter()
+        .find(|p| p.is_file())
+        .map(Path::to_path_buf)
 }
 
 /// The environment a branch server starts with: the library preloaded for the `test`
@@ -71,7 +74,10 @@ mod tests {
         let env = environment(mysql, Profile::Durable, true, None);
         assert_eq!(
             env,
-            vec![("TCMALLOC_AGGRESSIVE_DECOMMIT".to_string(), "true".to_string())]
+            vec![(
+                "TCMALLOC_AGGRESSIVE_DECOMMIT".to_string(),
+                "true".to_string()
+            )]
         );
     }
 
