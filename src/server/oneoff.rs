@@ -73,7 +73,14 @@ impl<'a> OneOff<'a> {
             .map(|s| s.to_string())
             .collect(),
             init_file: None,
-            tls: None,
+            tls: if flavour.makes_certificate_at_start() {
+                Some(crate::store::tls::self_signed_files(
+                    work,
+                    crate::store::secrets::gid_of(&binary.user),
+                )?)
+            } else {
+                None
+            },
             tls_required: false,
         };
         let option_file = work.join("my.cnf");

@@ -56,14 +56,7 @@ pub fn render(spec: &ServerSpec) -> String {
             lines.push(format!("bind-address={addr}"));
             lines.push(format!("port={port}"));
         }
-        None => {
-            lines.push("skip-networking".into());
-            // Reached over its socket by db-branch alone, which does not use TLS: no
-            // certificate to make at start.
-            if spec.flavour.makes_certificate_at_start() {
-                lines.push("skip-ssl".into());
-            }
-        }
+        None => lines.push("skip-networking".into()),
     }
     lines.push(format!("# fast start-up and low memory ({})", spec.flavour));
     lines.extend(spec.flavour.fast_flags().iter().map(|f| f.to_string()));
@@ -222,8 +215,5 @@ mod tests {
         s.network = None;
         let text = render(&s);
         assert!(text.contains("skip-networking") && !text.contains("port="));
-        assert!(!text.contains("skip-ssl"), "10.11 makes no certificate");
-        s.flavour = Flavour::new(crate::flavour::Family::Mariadb, 11, 8, 9);
-        assert!(render(&s).lines().any(|l| l == "skip-ssl"));
     }
 }

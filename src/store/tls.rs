@@ -110,9 +110,47 @@ pub fn branch_files(
     Ok(files)
 }
 
+/// A self-signed certificate and key in `dir` (the key readable by the server's group),
+/// for a server nobody else reaches — the one-off servers that prepare baselines — so that
+/// MariaDB ≥ 11.4 does not make itself an RSA key at start (`Flavour::makes_certificate_at_start`)
+/// while its own client, which requires TLS by default even over the socket, still finds it.
+pub fn self_signed_files(dir: &std::path::Path, server_gid: Option<u32>) -> Result<TlsFiles> {
+    let mut params = CertificateParams::new(vec!["localhost".to_string()])?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "db-branch one-off server");
+    let pair = KeyPair::generate().context("making a key")?;
+    let cert = params.self_signed(&pair).context("signing a certificate")?;
+    let files = TlsFiles {
+        ca: dir.join("server.pem"),
+        cert: dir.join("server.pem"),
+        key: dir.join("server.key"),
+    };
+    write_atomic(&files.cert, cert.pem().as_bytes(), 0o644)?;
+    write_atomic(&files.key, pair.serialize_pem().as_bytes(), 0o640)?;
+    if let Some(gid) = server_gid {
+        nix::unistd::chown(&files.key, None, Some(nix::unistd::Gid::from_raw(gid)))
+            .with_context(|| format!("giving {} to gid {gid}", files.key.display()))?;
+    }
+    Ok(files)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_self_signed_pair_for_a_one_off_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = self_signed_files(dir.path(), None).unwrap();
+        assert_eq!(f.ca, f.cert, "its own CA");
+        assert!(fs::read_to_string(&f.cert)
+            .unwrap()
+            .starts_with("-----BEGIN CERTIFICATE-----"));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(&f.key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
+    }
 
     #[test]
     fn only_addresses_off_loopback_need_tls() {
