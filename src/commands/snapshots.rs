@@ -39,6 +39,8 @@ fn settings(sim: &SimHost) -> insta::Settings {
     s.add_filter(r"%2Ftmp%2F(%2E|\.)tmp[A-Za-z0-9]+", "[ROOT-ESCAPED]");
     s.add_filter(r#""seconds": [0-9.e-]+"#, r#""seconds": "[SECONDS]""#);
     s.add_filter(r"in [0-9]+\.[0-9] s by", "in [SECONDS] s by");
+    // migrate-check's line: how long the migration command (a real process) ran.
+    s.add_filter(r"` in [0-9]+\.[0-9] s\.", "` in [SECONDS] s.");
     // Whether the tests run as root shows in doctor's first check.
     s.add_filter(
         r#"(?m)^(│ )?(ok|FAIL) +root +(running as root|db-branch must run as root \(sudo\)) +(│)?$"#,
