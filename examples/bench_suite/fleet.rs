@@ -107,15 +107,16 @@ pub fn section<F: std::borrow::Borrow<Fleet>>(
     d
 }
 
-/// `doc` with its fleet section replaced by `section` (or added at the end).
-pub fn splice(doc: &str, section: &str) -> String {
-    match (doc.find(BEGIN), doc.find(END)) {
+/// `doc` with its section between `begin` and `end` replaced by `section` (which carries
+/// the markers), or `section` added at the end.
+pub fn splice(doc: &str, (begin, end): (&str, &str), section: &str) -> String {
+    match (doc.find(begin), doc.find(end)) {
         (Some(b), Some(e)) if e > b => {
             format!(
                 "{}{}{}",
                 &doc[..b],
                 section,
-                &doc[e + END.len()..].trim_start_matches('\n')
+                &doc[e + end.len()..].trim_start_matches('\n')
             )
         }
         _ => format!("{}\n{section}", doc.trim_end()),

@@ -6,7 +6,9 @@
 //!   sudo scripts/bench suite                      (release build, installs what it needs)
 //!   cargo run --release --features testing --example bench-suite -- [--size 360M]
 //!       [--runs 10] [--servers mariadb-10.11,mysql-9.7,mariadb-11.8]
-//!       [--tables 1000,10000,100000] [--out DIR]
+//!       [--tables 1000,10000,100000] [--out DIR] [--only fleet|startup]
+//!   --only startup: create/reset with and without mysqld.skip_fsync, idle memory and many
+//!   tables per server, spliced into docs/benchmarks.md as a section of its own.
 //!   cargo run --features testing --example bench-suite -- --smoke --out DIR   (the tests')
 
 use db_branch::testkit::bench::{dir_bytes, now_utc, stats, which};
@@ -18,6 +20,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod fleet;
+mod startup;
 mod three_ways;
 
 struct Opts {
@@ -30,6 +33,8 @@ struct Opts {
     smoke: bool,
     /// Only the fleet section, spliced into the existing document.
     only_fleet: bool,
+    /// Only the start-up section (`startup.rs`), likewise.
+    only_startup: bool,
 }
 
 fn opts() -> Opts {
@@ -46,6 +51,7 @@ fn opts() -> Opts {
         out: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/docs")),
         smoke: false,
         only_fleet: false,
+        only_startup: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -86,8 +92,11 @@ fn opts() -> Opts {
                 o.tables = vec![20];
             }
             "--only" => {
-                assert_eq!(val(), "fleet", "--only fleet");
-                o.only_fleet = true;
+                match val().as_str() {
+                    "fleet" => o.only_fleet = true,
+                    "startup" => o.only_startup = true,
+                    other => panic!("--only fleet or --only startup, not {other:?}"),
+                }
                 i += 1;
             }
             "--bench" => {}
@@ -473,8 +482,9 @@ fn set_memory(env: &TestEnv, settings: &str) {
     std::fs::write(&env.config, format!("{}\n[memory]\n{settings}\n", kept[0])).unwrap();
 }
 
-fn measure(o: &Opts, server: &TestServer) -> Measured {
-    let version = String::from_utf8(
+/// The server's own `--version` line.
+fn version_line(server: &TestServer) -> String {
+    String::from_utf8(
         Command::new(&server.binary)
             .arg("--version")
             .output()
@@ -483,7 +493,19 @@ fn measure(o: &Opts, server: &TestServer) -> Measured {
     )
     .unwrap()
     .trim()
-    .to_string();
+    .to_string()
+}
+
+/// "MySQL 9.7.4", or the whole line when it does not parse.
+fn server_version(server: &TestServer) -> String {
+    let line = version_line(server);
+    db_branch::flavour::Flavour::from_version_output(&line)
+        .map(|f| f.to_string())
+        .unwrap_or(line)
+}
+
+fn measure(o: &Opts, server: &TestServer) -> Measured {
+    let version = version_line(server);
     eprintln!("suite: {version}");
     let env = suite_env("40G", "31000-31799");
 
@@ -821,10 +843,37 @@ fn main() {
         let when = now_utc();
         std::fs::write(
             &path,
-            fleet::splice(&doc, &fleet::section(&rows, Some(&when))),
+            fleet::splice(
+                &doc,
+                (fleet::BEGIN, fleet::END),
+                &fleet::section(&rows, Some(&when)),
+            ),
         )
         .unwrap();
         eprintln!("suite: wrote the fleet section of {}", path.display());
+        return;
+    }
+    if o.only_startup {
+        let mut rows = Vec::new();
+        for name in &o.servers {
+            // SAFETY: set before any thread of this program starts.
+            unsafe { std::env::set_var("DB_BRANCH_TEST_SERVER", name) };
+            let server = db_branch::testkit::server();
+            let version = server_version(&server);
+            rows.push((
+                name.clone(),
+                startup::measure(&server, version, o.runs, &o.tables),
+            ));
+        }
+        let path = o.out.join("benchmarks.md");
+        let doc = std::fs::read_to_string(&path).unwrap_or_default();
+        let section = startup::section(&rows, &now_utc());
+        std::fs::write(
+            &path,
+            fleet::splice(&doc, (startup::BEGIN, startup::END), &section),
+        )
+        .unwrap();
+        eprintln!("suite: wrote the start-up section of {}", path.display());
         return;
     }
     let mut results = Vec::new();
