@@ -284,6 +284,26 @@ impl TestEnv {
             .join("run/error.log")
     }
 
+    /// The live server of `branch`, if one runs.
+    pub fn server_pid_of(&self, branch: &str) -> Option<i32> {
+        let needle = format!("/branches/{branch}/my.cnf");
+        self.server_pids().into_iter().find(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmd).contains(&needle)
+        })
+    }
+
+    /// Whether `branch`'s server runs with the fsync-free library loaded
+    /// (`server::preload`).
+    pub fn server_skips_fsync(&self, branch: &str) -> bool {
+        let pid = self
+            .server_pid_of(branch)
+            .unwrap_or_else(|| panic!("no server runs for branch {branch}"));
+        std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .unwrap_or_default()
+            .contains("libeatmydata")
+    }
+
     /// Pids of live processes started with an option file under this root.
     pub fn server_pids(&self) -> Vec<i32> {
         let needle = format!("--defaults-file={}/", self.root.display());

@@ -16,6 +16,12 @@ fn create_write_reset_delete() {
     assert!(port >= env.first_port);
     let baseline_sum = checksum(port);
     assert_eq!(sql(port, "SELECT COUNT(*) FROM shop.orders"), "20000");
+    // Under either manager (systemd reads it from server.env) the test profile's server
+    // runs without fsync where the library is installed (CI installs it).
+    assert_eq!(
+        env.server_skips_fsync("feature-a"),
+        db_branch::server::preload::fsync_free_library().is_some()
+    );
 
     // Its own password: nobody logs in over TCP without it, and the server reads no file
     // outside the branch's own directory.

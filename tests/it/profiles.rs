@@ -19,6 +19,19 @@ fn test_profile_relaxes_durability_and_durable_keeps_it() {
     assert!(["0", "OFF"].contains(&var(fast, "innodb_doublewrite").as_str()));
     assert_eq!(var(fast, "innodb_flush_method"), "nosync");
     assert_eq!(var(fast, "log_bin"), "0");
+    // CI installs libeatmydata1 (scripts/install-deps): the test profile must preload it.
+    let has_lib = db_branch::server::preload::fsync_free_library().is_some();
+    assert_eq!(env.server_skips_fsync("fast"), has_lib);
+    // MariaDB from 11.4 would make itself an RSA key at every start: it gets ours.
+    let version = sql(fast, "SELECT VERSION()");
+    let flavour = db_branch::flavour::Flavour::from_version_string(&version).unwrap();
+    let cert = var(fast, "ssl_cert");
+    if flavour.makes_certificate_at_start() {
+        assert!(
+            cert.ends_with("/server.pem"),
+            "{version}: ssl_cert {cert:?}"
+        );
+    }
 
     let safe = env.json(&["create", "safe", "--profile", "durable"]);
     assert_eq!(safe["profile"], "durable");
@@ -27,6 +40,7 @@ fn test_profile_relaxes_durability_and_durable_keeps_it() {
     assert!(["1", "ON"].contains(&var(safe, "innodb_doublewrite").as_str()));
     assert_ne!(var(safe, "innodb_flush_method"), "nosync");
     assert_eq!(var(safe, "sync_binlog"), "1");
+    assert!(!env.server_skips_fsync("safe"), "durable never skips fsync");
 
     // Asking for another profile on an existing branch is refused, not ignored.
     let out = env.run(&["create", "safe", "--profile", "test"]);
