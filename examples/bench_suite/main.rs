@@ -867,7 +867,8 @@ fn main() {
         }
         let path = o.out.join("benchmarks.md");
         let doc = std::fs::read_to_string(&path).unwrap_or_default();
-        let section = startup::section(&rows, &now_utc());
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let section = startup::section(&rows, &now_utc(), &args.join(" "));
         std::fs::write(
             &path,
             fleet::splice(&doc, (startup::BEGIN, startup::END), &section),

@@ -105,12 +105,13 @@ pub fn measure(server: &TestServer, version: String, runs: usize, tables: &[usiz
 pub const BEGIN: &str = "<!-- startup: begin -->";
 pub const END: &str = "<!-- startup: end -->";
 
-pub fn section(rows: &[(String, Startup)], when: &str) -> String {
+/// `args`: what the suite was given (`SUITE_ARGS`), quoted in the text.
+pub fn section(rows: &[(String, Startup)], when: &str, args: &str) -> String {
     let mut d = String::new();
     let _ = writeln!(d, "{BEGIN}\n## Start-up side by side\n");
     let _ = writeln!(
         d,
-        "Measured in a run of its own ({when}, `scripts/bench suite` with `SUITE_ARGS=\"--only startup\"`), not the run above; same machine, built-in supervisor, an empty baseline (`baseline create --empty`). `skip_fsync` is `mysqld.skip_fsync` (libeatmydata preloaded, the default where it is installed). Idle memory: one branch, 5 s after create; Anon is the part of Rss that is the server's own (the rest is the binary and libraries, shared by every server of the host). Where the time goes: docs/startup.md.\n"
+        "Measured in a run of its own ({when}, `scripts/bench suite` with `SUITE_ARGS=\"{args}\"`), not the run above; same machine, built-in supervisor, an empty baseline (`baseline create --empty`). `skip_fsync` is `mysqld.skip_fsync` (libeatmydata preloaded, the default where it is installed). Idle memory: one branch, 5 s after create; Anon is the part of Rss that is the server's own (the rest is the binary and libraries, shared by every server of the host). Where the time goes: docs/startup.md.\n"
     );
     let base = rows.first().map(|(_, s)| s.on);
     let _ = writeln!(d, "| server | create (s) | reset (s) | ÷ first row (create / reset) | create, skip_fsync off (s) | reset, skip_fsync off (s) | idle Rss | idle Pss | idle Anon |");
