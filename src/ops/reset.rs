@@ -180,39 +180,39 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_branch_of_another_server_is_refused_before_the_kill() {
+    /// Branch `a` of MariaDB 10.11.19's baseline reset with the configured server swapped
+    /// for MySQL `version`: refused with exit 2 before any kill; the rendered error.
+    fn reset_refused_under_mysql(version: (u32, u32, u32)) -> String {
         let sim = sim_host();
         make(&sim);
+        let (major, minor, patch) = version;
         *sim.server.flavour.lock().unwrap() =
-            crate::flavour::Flavour::new(crate::flavour::Family::Mysql, 9, 7, 4);
+            crate::flavour::Flavour::new(crate::flavour::Family::Mysql, major, minor, patch);
         let e = reset(&sim.host, &ResetOptions::named(name("a"))).unwrap_err();
         assert_eq!(exit_code(&e), EXIT_USAGE);
-        let text = crate::report::render(&e);
-        assert!(
-            text.contains("MariaDB 10.11.19") && text.contains("MySQL 9.7.4"),
-            "{text}"
-        );
-        assert_eq!(sim.services.with_state(|s| s.kills), 0);
-    }
-
-    #[test]
-    fn a_server_release_known_to_crash_is_refused_naming_the_bug() {
-        let sim = sim_host();
-        make(&sim);
-        *sim.server.flavour.lock().unwrap() =
-            crate::flavour::Flavour::new(crate::flavour::Family::Mysql, 8, 4, 1);
-        let e = reset(&sim.host, &ResetOptions::named(name("a"))).unwrap_err();
-        assert_eq!(exit_code(&e), EXIT_USAGE);
-        let text = crate::report::render(&e);
-        assert!(
-            text.contains("MySQL 8.4.1") && text.contains("115517") && text.contains("8.4.2"),
-            "{text}"
-        );
         assert_eq!(
             sim.services.with_state(|s| s.kills),
             0,
             "nothing was touched"
+        );
+        crate::report::render(&e)
+    }
+
+    #[test]
+    fn a_branch_of_another_server_is_refused_before_the_kill() {
+        let text = reset_refused_under_mysql((9, 7, 4));
+        assert!(
+            text.contains("MariaDB 10.11.19") && text.contains("MySQL 9.7.4"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_server_release_known_to_crash_is_refused_naming_the_bug() {
+        let text = reset_refused_under_mysql((8, 4, 1));
+        assert!(
+            text.contains("MySQL 8.4.1") && text.contains("115517") && text.contains("8.4.2"),
+            "{text}"
         );
     }
 }

@@ -86,7 +86,7 @@ impl Classified for ServerError {
 
 /// Refuses (exit 2) a server release, or data made by one, known to crash at start-up.
 /// `what`: "the configured server" or the data's name.
-pub fn check_not_known_broken(what: &str, flavour: Flavour) -> Result<(), ServerError> {
+fn check_not_known_broken(what: &str, flavour: Flavour) -> Result<(), ServerError> {
     match flavour.start_up_bug() {
         Some(bug) => Err(ServerError::KnownBroken {
             what: what.to_string(),
@@ -95,6 +95,30 @@ pub fn check_not_known_broken(what: &str, flavour: Flavour) -> Result<(), Server
         }),
         None => Ok(()),
     }
+}
+
+/// Whether the configured server (`configured`) may start `what`, made by `made_by`
+/// (unknown origins pass): refuses a release known to crash at start-up, data made by one,
+/// and data of another family or release series (its first start would upgrade the data
+/// dictionary in place).
+pub fn check_may_serve(
+    what: &str,
+    configured: Flavour,
+    made_by: Option<Flavour>,
+) -> Result<(), ServerError> {
+    check_not_known_broken("the configured server", configured)?;
+    let Some(made_by) = made_by else {
+        return Ok(());
+    };
+    check_not_known_broken(what, made_by)?;
+    if !configured.can_serve(&made_by) {
+        return Err(ServerError::WrongServer {
+            what: what.to_string(),
+            made_by,
+            binary: configured,
+        });
+    }
+    Ok(())
 }
 
 /// How a baseline is made ready before it is frozen.

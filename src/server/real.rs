@@ -44,18 +44,7 @@ impl RealServer {
     /// Refuses a datadir this server must not start (another family or release series).
     pub fn check_can_serve(&self, what: &str, made_by: Option<Flavour>) -> Result<Flavour> {
         let binary = self.binary.flavour()?;
-        super::check_not_known_broken("the configured server", binary)?;
-        if let Some(made_by) = made_by {
-            super::check_not_known_broken(what, made_by)?;
-            if !binary.can_serve(&made_by) {
-                return Err(ServerError::WrongServer {
-                    what: what.to_string(),
-                    made_by,
-                    binary,
-                }
-                .into());
-            }
-        }
+        super::check_may_serve(what, binary, made_by)?;
         Ok(binary)
     }
 }

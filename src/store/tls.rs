@@ -96,12 +96,24 @@ pub fn branch_files(
         .signed_by(&pair, &issuer)
         .context("signing the branch's certificate")?;
     let dir = layout.secrets_dir(name);
+    write_server_pair(&dir, ca, &cert.pem(), &pair, server_gid)
+}
+
+/// Writes a server's `server.pem` (public) and `server.key` (readable by the server's
+/// group) into `dir`.
+fn write_server_pair(
+    dir: &std::path::Path,
+    ca: PathBuf,
+    cert_pem: &str,
+    pair: &KeyPair,
+    server_gid: Option<u32>,
+) -> Result<TlsFiles> {
     let files = TlsFiles {
         ca,
         cert: dir.join("server.pem"),
         key: dir.join("server.key"),
     };
-    write_atomic(&files.cert, cert.pem().as_bytes(), 0o644)?;
+    write_atomic(&files.cert, cert_pem.as_bytes(), 0o644)?;
     write_atomic(&files.key, pair.serialize_pem().as_bytes(), 0o640)?;
     if let Some(gid) = server_gid {
         nix::unistd::chown(&files.key, None, Some(nix::unistd::Gid::from_raw(gid)))
@@ -121,18 +133,8 @@ pub fn self_signed_files(dir: &std::path::Path, server_gid: Option<u32>) -> Resu
         .push(DnType::CommonName, "db-branch one-off server");
     let pair = KeyPair::generate().context("making a key")?;
     let cert = params.self_signed(&pair).context("signing a certificate")?;
-    let files = TlsFiles {
-        ca: dir.join("server.pem"),
-        cert: dir.join("server.pem"),
-        key: dir.join("server.key"),
-    };
-    write_atomic(&files.cert, cert.pem().as_bytes(), 0o644)?;
-    write_atomic(&files.key, pair.serialize_pem().as_bytes(), 0o640)?;
-    if let Some(gid) = server_gid {
-        nix::unistd::chown(&files.key, None, Some(nix::unistd::Gid::from_raw(gid)))
-            .with_context(|| format!("giving {} to gid {gid}", files.key.display()))?;
-    }
-    Ok(files)
+    // Its own CA.
+    write_server_pair(dir, dir.join("server.pem"), &cert.pem(), &pair, server_gid)
 }
 
 #[cfg(test)]

@@ -389,8 +389,9 @@ impl ServiceManager for Systemd {
 
     fn start(&self, launch: &Launch) -> Result<()> {
         let unit = self.unit_name(launch);
-        // Written at every start, empty when the profile wants nothing: the unit reads it
-        // (`EnvironmentFile=-`), so a branch switched to `durable` drops the preload.
+        // Written at every start, empty when nothing is wanted: the unit reads it
+        // (`EnvironmentFile=-`), so turning `mysqld.skip_fsync` off drops the preload at
+        // the next start.
         let env = launch.environment_file();
         crate::store::files::write_atomic(
             &env,

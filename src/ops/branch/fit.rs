@@ -5,28 +5,14 @@
 use crate::branch::{BranchRecord, Generation};
 use crate::flavour::Flavour;
 use crate::host::Host;
-use crate::server::check_not_known_broken;
+use crate::server::check_may_serve;
 use anyhow::Result;
 
-/// Refuses (exit 2, naming both) what the configured server must not start: a datadir or
-/// generation made by another family or release series. Its first start would upgrade
-/// the data dictionary in place. Unknown origins pass.
+/// Refuses (exit 2, naming both) what the configured server must not start
+/// (`server::check_may_serve`): a release known to crash, or a datadir or generation made
+/// by one or by another family or release series. Unknown origins pass.
 pub fn check_server_for(host: &Host, what: &str, made_by: Option<Flavour>) -> Result<()> {
-    let binary = host.server.flavour()?;
-    check_not_known_broken("the configured server", binary)?;
-    let Some(made_by) = made_by else {
-        return Ok(());
-    };
-    check_not_known_broken(what, made_by)?;
-    if !binary.can_serve(&made_by) {
-        return Err(crate::server::ServerError::WrongServer {
-            what: what.to_string(),
-            made_by,
-            binary,
-        }
-        .into());
-    }
-    Ok(())
+    Ok(check_may_serve(what, host.server.flavour()?, made_by)?)
 }
 
 /// Which server made generation `gen`, when it says.
