@@ -30,8 +30,12 @@ pub struct Target {
 }
 
 impl Target {
-    pub fn of(vars: &[(&'static str, String)]) -> Target {
-        Target::from_lookup(|key| vars.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()))
+    pub fn of<K: AsRef<str>>(vars: &[(K, String)]) -> Target {
+        Target::from_lookup(|key| {
+            vars.iter()
+                .find(|(k, _)| k.as_ref() == key)
+                .map(|(_, v)| v.clone())
+        })
     }
 
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Target {
@@ -132,25 +136,27 @@ pub fn mycnf(t: &Target, name: &str) -> String {
 }
 
 /// The variables in `format`, as the text to print.
-pub fn render(vars: &[(&'static str, String)], url: &str, format: EnvFormat) -> String {
+/// Keys are `&'static str` where db-branch made the variables, `String` where they came
+/// over a pool's socket.
+pub fn render<K: AsRef<str>>(vars: &[(K, String)], url: &str, format: EnvFormat) -> String {
     let t = Target::of(vars);
     let name = vars
         .iter()
-        .find(|(k, _)| *k == "DB_BRANCH_NAME")
+        .find(|(k, _)| k.as_ref() == "DB_BRANCH_NAME")
         .map_or("", |(_, v)| v.as_str());
     match format {
         EnvFormat::Shell => vars
             .iter()
-            .map(|(k, v)| format!("export {}\n", assignment(k, v)))
+            .map(|(k, v)| format!("export {}\n", assignment(k.as_ref(), v)))
             .collect(),
         EnvFormat::Dotenv => vars
             .iter()
-            .map(|(k, v)| format!("{}\n", assignment(k, v)))
+            .map(|(k, v)| format!("{}\n", assignment(k.as_ref(), v)))
             .collect(),
         EnvFormat::Json => {
             let map: serde_json::Map<String, serde_json::Value> = vars
                 .iter()
-                .map(|(k, v)| (k.to_string(), v.clone().into()))
+                .map(|(k, v)| (k.as_ref().to_string(), v.clone().into()))
                 .collect();
             serde_json::to_string_pretty(&map).expect("strings serialise") + "\n"
         }

@@ -334,6 +334,22 @@ impl TestEnv {
     /// comes first on PATH) in `project`, with `db-branch` on PATH and this root's config,
     /// as a test suite calling db-branch from its fixtures sees them.
     pub fn pytest(&self, project: &Path, args: &[&str]) -> Output {
+        self.pytest_in(Path::new("/usr/bin/python3"), project, args)
+    }
+
+    /// pytest of `python` (the system's, or `python_with_helpers`'s venv).
+    pub fn pytest_in(&self, python: &Path, project: &Path, args: &[&str]) -> Output {
+        let mut cmd = self.with_db_branch_on_path(python);
+        cmd.args(["-m", "pytest", "-p", "no:cacheprovider", "-q"])
+            .args(args)
+            .current_dir(project)
+            .output()
+            .expect("python3 (scripts/install-deps installs python3-pytest-xdist)")
+    }
+
+    /// `program` with `db-branch` on its PATH and this root's config, as a test runner on
+    /// the host would run it.
+    pub fn with_db_branch_on_path(&self, program: &Path) -> Command {
         let bin_dir = self.root.join("pytest-bin");
         std::fs::create_dir_all(&bin_dir).unwrap();
         let link = bin_dir.join("db-branch");
@@ -345,15 +361,56 @@ impl TestEnv {
             bin_dir.display(),
             std::env::var("PATH").unwrap_or_default()
         );
-        Command::new("/usr/bin/python3")
-            .args(["-m", "pytest", "-p", "no:cacheprovider", "-q"])
-            .args(args)
-            .current_dir(project)
-            .env("PATH", path)
-            .env("DB_BRANCH_CONFIG", &self.config)
-            .output()
-            .expect("/usr/bin/python3 (scripts/install-deps installs python3-pytest-xdist)")
+        let mut cmd = Command::new(program);
+        cmd.env("PATH", path).env("DB_BRANCH_CONFIG", &self.config);
+        cmd
     }
+
+    /// A virtual environment (seeing the system's pytest, xdist and PyMySQL) with the
+    /// repository's clients/python installed by pip, as its README says; its python.
+    pub fn python_with_helpers(&self) -> PathBuf {
+        let venv = self.root.join("venv");
+        let python = venv.join("bin/python");
+        if python.exists() {
+            return python;
+        }
+        // pip builds in the source tree: build a copy, never the checkout.
+        let source = self.root.join("clients-python");
+        let status = Command::new("cp")
+            .arg("-r")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/clients/python"))
+            .arg(&source)
+            .status()
+            .unwrap();
+        assert!(status.success(), "copying clients/python");
+        run_checked(
+            Command::new("/usr/bin/python3")
+                .args(["-m", "venv", "--system-site-packages"])
+                .arg(&venv),
+        );
+        run_checked(
+            Command::new(venv.join("bin/pip"))
+                .args([
+                    "install",
+                    "-q",
+                    "--no-build-isolation",
+                    "--no-deps",
+                    "--no-index",
+                ])
+                .arg(&source),
+        );
+        python
+    }
+}
+
+fn run_checked(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 impl Drop for TestEnv {

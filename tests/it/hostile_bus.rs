@@ -397,9 +397,11 @@ fn members_cannot_reach_each_others_branches_slots_or_passwords() {
     assert!(stderr(&out).contains("was claimed by"), "{}", stderr(&out));
     assert_eq!(env.json(&["pool", "status", "p"])["claimed"], 1);
     // Only one command of alice's at a time here (max_operations_per_user = 1): a second
-    // while one runs is refused with exit 75.
+    // while one runs is refused with exit 75. (`pool run` goes through the service; a
+    // `pool claim` would go straight to the recycler's socket, which is no operation of
+    // db-branchd's.)
     let mut waiting = setpriv(alice, &shared.bin)
-        .args(["pool", "claim", "p", "--wait", "20s"])
+        .args(["pool", "run", "p", "--wait", "20s", "--", "true"])
         .env("DB_BRANCH_CONFIG", &env.config)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -275,3 +275,191 @@ def test_a_worker_sees_only_its_own_rows(database_url, n):
     }
     env.run_ok(&["--yes", "pool", "delete", "ci"]);
 }
+
+/// The Python helper (clients/python, installed by pip into a venv) under pytest-xdist:
+/// four workers each hold one slot for their session over the recycler's socket, the
+/// function-scoped reset fixture hands every test a pristine slot, no slot is held by two
+/// workers, a killed claimant's slot comes back, and released slots come back pristine.
+#[test]
+#[ignore = "needs root, btrfs, a server, python3-venv and python3-pytest-xdist; run by scripts/test"]
+fn the_python_helper_gives_xdist_workers_pristine_slots_over_the_socket() {
+    let _m = MEMORY.read().unwrap_or_else(|e| e.into_inner());
+    let env = TestEnv::with_baseline();
+    env.json(&["pool", "create", "ci", "--size", "4"]);
+    let ready = wait_until_ready(&env, "ci", 4);
+    let pristine = checksum(ready["slots"][0]["port"].as_u64().unwrap() as u16);
+    let python = env.python_with_helpers();
+
+    let project = env.root.join("helper-project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("pytest.ini"),
+        "[pytest]\ndb_branch_pool = ci\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("test_pristine.py"),
+        r#"import os, time, urllib.parse, pymysql, pytest
+
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "none")
+
+def connect(url):
+    u = urllib.parse.urlparse(url)
+    return pymysql.connect(host=u.hostname, port=u.port, user=u.username,
+                           password=urllib.parse.unquote(u.password or ""), autocommit=True)
+
+def checksum(c):
+    c.execute("CHECKSUM TABLE shop.customers, shop.orders")
+    return "\n".join(f"{t}\t{s}" for t, s in c.fetchall())
+
+@pytest.mark.parametrize("n", range(12))
+def test_every_test_gets_a_pristine_slot(db_branch_reset, n):
+    with connect(db_branch_reset.url) as db, db.cursor() as c:
+        assert checksum(c) == os.environ["PRISTINE"]
+        c.execute("INSERT INTO shop.customers VALUES (%s, %s)", (3_000_000 + n, f"{WORKER}-{n}"))
+    # Who held which slot when, for the test to check nobody shared one.
+    with open(os.path.join(os.environ["HELD_DIR"], f"{WORKER}-{n}"), "w") as f:
+        f.write(f"{db_branch_reset.number} {time.monotonic()} {WORKER}")
+"#,
+    )
+    .unwrap();
+    let held_dir = env.root.join("held");
+    std::fs::create_dir_all(&held_dir).unwrap();
+    let out = env
+        .with_db_branch_on_path(&python)
+        .args(["-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "4"])
+        .current_dir(&project)
+        .env("PRISTINE", &pristine)
+        .env("HELD_DIR", &held_dir)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "pytest failed:\n{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains("12 passed"), "{report}");
+    // A slot belongs to one worker: no two workers wrote the same slot number.
+    let mut owner = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(&held_dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let fields: Vec<&str> = text.split(' ').collect();
+        let (slot, worker) = (fields[0].to_string(), fields[2].to_string());
+        let first = owner.entry(slot.clone()).or_insert_with(|| worker.clone());
+        assert_eq!(*first, worker, "slot {slot} served two workers");
+    }
+
+    // A claimant killed while it holds a slot: its connection closes, the slot comes back.
+    let mut claimant = env
+        .with_db_branch_on_path(&python)
+        .args([
+            "-c",
+            "import time, db_branch_pool as p; s = p.claim('ci', wait=120); \
+             print(s.number, flush=True); time.sleep(600)",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(claimant.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let slot: usize = line.trim().parse().unwrap_or_else(|_| panic!("{line:?}"));
+    let status = env.json(&["pool", "status", "ci"]);
+    let row = &status["slots"][slot - 1];
+    assert_eq!(row["state"], "claimed", "{status}");
+    assert_eq!(row["lease"], "connection", "{status}");
+    assert_eq!(row["holder"], claimant.id(), "{status}");
+    claimant.kill().unwrap();
+    claimant.wait().unwrap();
+    let after = wait_until_ready(&env, "ci", 4);
+    for slot in after["slots"].as_array().unwrap() {
+        assert_eq!(
+            checksum(slot["port"].as_u64().unwrap() as u16),
+            pristine,
+            "slot {slot} came back dirty"
+        );
+    }
+    env.run_ok(&["--yes", "pool", "delete", "ci"]);
+}
+
+/// The Node helper (clients/node) under node's own test runner: each test file claims a
+/// slot over the socket, sees it pristine, dirties it, resets it in place and sees it
+/// pristine again, then releases it.
+#[test]
+#[ignore = "needs root, btrfs, a server and nodejs; run by scripts/test"]
+fn the_node_helper_claims_resets_and_releases_over_the_socket() {
+    let _m = MEMORY.read().unwrap_or_else(|e| e.into_inner());
+    let env = TestEnv::with_baseline();
+    env.json(&["pool", "create", "js", "--size", "2"]);
+    let ready = wait_until_ready(&env, "js", 2);
+    let pristine = checksum(ready["slots"][0]["port"].as_u64().unwrap() as u16);
+    let project = env.root.join("node-project");
+    std::fs::create_dir_all(&project).unwrap();
+    for n in 0..4 {
+        std::fs::write(
+            project.join(format!("slot{n}.test.js")),
+            format!(
+                r#"const test = require('node:test');
+const assert = require('node:assert');
+const {{ execFileSync }} = require('node:child_process');
+const {{ claim }} = require({helper:?});
+
+// The same CHECKSUM TABLE through the server's own client as the Rust side reads.
+function checksum(env) {{
+  return execFileSync(process.env.SQL_CLIENT, ['--no-defaults', '-h' + env.MYSQL_HOST,
+    '-P' + env.MYSQL_TCP_PORT, '-u' + env.MYSQL_USER, '-N', '-B', '-e',
+    'CHECKSUM TABLE shop.customers, shop.orders'],
+    {{ env: {{ ...process.env, MYSQL_PWD: env.MYSQL_PWD }} }}).toString().trim();
+}}
+function sql(env, q) {{
+  execFileSync(process.env.SQL_CLIENT, ['--no-defaults', '-h' + env.MYSQL_HOST,
+    '-P' + env.MYSQL_TCP_PORT, '-u' + env.MYSQL_USER, '-e', q],
+    {{ env: {{ ...process.env, MYSQL_PWD: env.MYSQL_PWD }} }});
+}}
+
+test('slot {n}: pristine, dirtied, reset in place, pristine again', async () => {{
+  const slot = await claim({{ pool: 'js', waitMs: 120000 }});
+  try {{
+    assert.strictEqual(checksum(slot.env), process.env.PRISTINE);
+    sql(slot.env, "INSERT INTO shop.customers VALUES ({id}, 'node-{n}')");
+    assert.notStrictEqual(checksum(slot.env), process.env.PRISTINE);
+    const url = slot.url;
+    await slot.reset();
+    assert.strictEqual(slot.url, url, 'a reset slot keeps its URL');
+    assert.strictEqual(checksum(slot.env), process.env.PRISTINE);
+  }} finally {{
+    await slot.release();
+  }}
+}});
+"#,
+                helper = concat!(env!("CARGO_MANIFEST_DIR"), "/clients/node"),
+                id = 4_000_000 + n,
+            ),
+        )
+        .unwrap();
+    }
+    let out = env
+        .with_db_branch_on_path(std::path::Path::new("node"))
+        .arg("--test")
+        .current_dir(&project)
+        .env("PRISTINE", &pristine)
+        .env("SQL_CLIENT", db_branch::testkit::server().client)
+        .output()
+        .expect("node (scripts/install-deps installs nodejs)");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "node --test failed:\n{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains("# pass 4"), "{report}");
+    let after = wait_until_ready(&env, "js", 2);
+    for slot in after["slots"].as_array().unwrap() {
+        assert_eq!(checksum(slot["port"].as_u64().unwrap() as u16), pristine);
+    }
+    env.run_ok(&["--yes", "pool", "delete", "js"]);
+}

@@ -1,17 +1,17 @@
 use crate::cli::{EnvFormat, PoolClaimArgs};
 use crate::commands::env::render;
+use crate::error::{Error, Kind};
 use crate::host::Host;
-use crate::ops::branch::connection::Connection;
-use crate::ops::pool::claim::{claim, ClaimOptions, Claimed};
+use crate::ops::pool::claim::{check_holder, claim, ClaimOptions, Claimed};
+use crate::ops::pool::protocol::{Client, Request};
+use crate::ops::pool::socket_file;
+use crate::printer::Printer;
 use anyhow::Result;
+use std::path::Path;
 
 /// The slot's connection variables, as `env` prints them, and which slot it is.
 pub fn variables(host: &Host, claimed: &Claimed) -> (Vec<(&'static str, String)>, String) {
-    let conn = Connection::of(host, &claimed.record);
-    let mut vars = conn.variables(claimed.record.name.as_str());
-    vars.push(("DB_BRANCH_POOL", claimed.pool.to_string()));
-    vars.push(("DB_BRANCH_POOL_SLOT", claimed.slot.to_string()));
-    (vars, conn.url)
+    crate::ops::pool::claim::variables(host, claimed)
 }
 
 /// The process that ran us — a test worker, or the shell of a script (`$(…)` runs a lone
@@ -19,10 +19,8 @@ pub fn variables(host: &Host, claimed: &Claimed) -> (Vec<(&'static str, String)>
 /// `use_pty`), which exits as soon as we do.
 /// Through db-branchd, the same seen from the caller's own `db-branch` (the bus peer): this
 /// process's parent is the service manager, whose lease would never end.
-fn default_holder(host: &Host) -> u32 {
-    let parent = host
-        .caller
-        .pid
+fn default_holder(caller_pid: Option<u32>) -> u32 {
+    let parent = caller_pid
         .and_then(parent_of)
         .unwrap_or_else(|| nix::unistd::getppid().as_raw() as u32);
     let mut pid = parent;
@@ -49,47 +47,60 @@ fn parent_of(pid: u32) -> Option<u32> {
         .ok()
 }
 
-/// `--pid`: a process of the caller's own (an admin's may be anyone's) — a lease held by a
-/// process that never ends (PID 1) would keep the slot from everyone.
-fn holder_of_caller(host: &Host, pid: u32) -> Result<u32> {
-    if host.caller.role(&host.config.access) == crate::access::Role::Admin {
-        return Ok(pid);
-    }
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let uid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|u| u.parse::<u32>().ok());
-    if uid == Some(host.caller.uid) {
-        Ok(pid)
-    } else {
-        Err(crate::error::Error::new(
-            crate::error::Kind::Permission,
-            format!("--pid {pid} is not a process of {}", host.caller.name),
-        )
-        .hint("name one of your own processes, or leave --pid out (the caller holds it)")
-        .into())
-    }
-}
-
 pub fn run(host: &Host, args: &PoolClaimArgs) -> Result<()> {
+    let holder = match args.pid {
+        Some(pid) => check_holder(&host.caller, &host.config.access, pid)?,
+        None => default_holder(host.caller.pid),
+    };
     let claimed = claim(
         host,
-        &ClaimOptions {
-            pool: args.name.clone(),
-            wait: args.wait.map(|d| d.0),
-            holder: match args.pid {
-                Some(pid) => holder_of_caller(host, pid)?,
-                None => default_holder(host),
-            },
-        },
+        &ClaimOptions::for_process(host, &args.name, args.wait.map(|d| d.0), holder),
     )?;
     let (vars, url) = variables(host, &claimed);
-    let format = if host.printer.json {
+    host.printer
+        .data(&render(&vars, &url, format_of(&host.printer, args)))
+}
+
+fn format_of(printer: &Printer, args: &PoolClaimArgs) -> EnvFormat {
+    if printer.json {
         EnvFormat::Json
     } else {
         args.format
+    }
+}
+
+/// `pool claim` through the pool's socket when its recycler listens, before anything else
+/// (no host to set up, no service to go through: a user's claim is theirs, judged by the
+/// recycler from the socket's credentials). Ok(false): nothing listens, or this is
+/// db-branchd acting for a caller — the usual way follows.
+pub fn over_socket(root: &Path, printer: &Printer, args: &PoolClaimArgs) -> Result<bool> {
+    let socket = socket_file(&root.join("pools").join(args.name.as_str()));
+    let Some(mut client) = Client::connect(&socket)? else {
+        return Ok(false);
     };
-    host.printer.data(&render(&vars, &url, format))
+    let wait = args.wait.map(|d| d.0);
+    client.set_timeout(wait)?;
+    // The claim outlives this process: it is held by the one that ran us, or --pid's (the
+    // recycler checks that it is the caller's own).
+    let holder = args.pid.unwrap_or_else(|| default_holder(None));
+    let reply = client.request(&Request::Claim {
+        wait_ms: wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+        holder_pid: Some(holder),
+    })?;
+    if !reply.ok {
+        let mut err = Error::new(
+            Kind::Exited(reply.exit.unwrap_or(crate::error::EXIT_FAILURE)),
+            reply
+                .error
+                .clone()
+                .unwrap_or_else(|| "the claim failed".into()),
+        );
+        for h in reply.hints {
+            err = err.hint(h);
+        }
+        return Err(err.into());
+    }
+    tracing::debug!(socket = %socket.display(), slot = ?reply.slot, "claimed over the pool's socket");
+    printer.data(&render(&reply.env.0, reply.url(), format_of(printer, args)))?;
+    Ok(true)
 }

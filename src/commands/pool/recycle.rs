@@ -3,5 +3,5 @@ use crate::host::Host;
 use anyhow::Result;
 
 pub fn run(host: &Host, args: &PoolNameArg) -> Result<()> {
-    crate::ops::pool::recycle::run(host, &args.name)
+    crate::ops::pool::recycler::run(host, &args.name)
 }

@@ -3,11 +3,14 @@
 //! without releasing loses the slot to the recycler. Nothing here waits for a server: the
 //! recycler made the slot ready before it was put back.
 
-use super::slots::{self, Lease, State};
+use super::slots::{self, ConnectionLease, Lease, State};
 use super::{pool_dir, recycle, require, slot_branch, PoolName};
+use crate::access::Caller;
 use crate::branch::BranchRecord;
+use crate::config::AccessConfig;
 use crate::error::{Error, Kind};
 use crate::host::Host;
+use crate::ops::branch::connection::Connection;
 use crate::store::records;
 use anyhow::Result;
 use std::time::{Duration, Instant};
@@ -17,8 +20,31 @@ pub struct ClaimOptions {
     pub pool: PoolName,
     /// How long to wait for a ready slot; None: not at all.
     pub wait: Option<Duration>,
-    /// The process whose exit ends the lease.
-    pub holder: u32,
+    /// What ends the lease.
+    pub holder: Holder,
+    /// Who claims: only they (or an admin) may release it.
+    pub uid: u32,
+}
+
+/// What a claim lasts as long as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    /// This process's exit.
+    Process(u32),
+    /// A connection to the pool's socket, which this process (the recycler) serves.
+    Connection(ConnectionLease),
+}
+
+impl ClaimOptions {
+    /// A claim for `host`'s caller held by process `pid`.
+    pub fn for_process(host: &Host, pool: &PoolName, wait: Option<Duration>, pid: u32) -> Self {
+        ClaimOptions {
+            pool: pool.clone(),
+            wait,
+            holder: Holder::Process(pid),
+            uid: host.caller.uid,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -34,13 +60,16 @@ const POLL: Duration = Duration::from_millis(10);
 pub fn claim(host: &Host, opts: &ClaimOptions) -> Result<Claimed> {
     let spec = require(host, &opts.pool)?;
     let dir = pool_dir(host, &opts.pool);
-    let lease = Lease::of(opts.holder, host.clock.now(), host.caller.uid).ok_or_else(|| {
-        Error::new(
-            Kind::Usage,
-            format!("process {} does not exist to hold the claim", opts.holder),
-        )
-        .hint("--pid names a running process whose exit releases the slot")
-    })?;
+    let lease = match opts.holder {
+        Holder::Process(pid) => Lease::of(pid, host.clock.now(), opts.uid).ok_or_else(|| {
+            Error::new(
+                Kind::Usage,
+                format!("process {pid} does not exist to hold the claim"),
+            )
+            .hint("--pid names a running process whose exit releases the slot")
+        })?,
+        Holder::Connection(c) => Lease::of_connection(c, host.clock.now(), opts.uid),
+    };
     let now = Instant::now();
     // A wait too long to add to the clock waits as long as the clock can count.
     let deadline = now
@@ -107,6 +136,39 @@ pub fn claim(host: &Host, opts: &ClaimOptions) -> Result<Claimed> {
     }
 }
 
+/// The slot's connection variables, as `env` prints them, and which slot it is; and its URL.
+pub fn variables(host: &Host, claimed: &Claimed) -> (Vec<(&'static str, String)>, String) {
+    let conn = Connection::of(host, &claimed.record);
+    let mut vars = conn.variables(claimed.record.name.as_str());
+    vars.push(("DB_BRANCH_POOL", claimed.pool.to_string()));
+    vars.push(("DB_BRANCH_POOL_SLOT", claimed.slot.to_string()));
+    (vars, conn.url)
+}
+
+/// A process of `caller`'s own to hold a claim (an admin's may be anyone's): a lease held
+/// by a process that never ends (PID 1) would keep the slot from everyone.
+pub fn check_holder(caller: &Caller, access: &AccessConfig, pid: u32) -> Result<u32> {
+    if caller.role(access) == crate::access::Role::Admin {
+        return Ok(pid);
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let uid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|u| u.parse::<u32>().ok());
+    if uid == Some(caller.uid) {
+        Ok(pid)
+    } else {
+        Err(Error::new(
+            Kind::Permission,
+            format!("process {pid} is not a process of {}", caller.name),
+        )
+        .hint("name one of your own processes, or leave the pid out (the caller holds it)")
+        .into())
+    }
+}
+
 /// What `release` found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Released {
@@ -152,4 +214,14 @@ pub fn release(host: &Host, pool: &PoolName, slot: usize) -> Result<Released> {
         ),
     )
     .into())
+}
+
+/// Hands back the slot connection `id` of this recycler holds — unless it is no longer
+/// that connection's (an admin released it and someone else claimed it since): closing a
+/// connection must never take a slot from its next claimant.
+pub fn release_connection(host: &Host, pool: &PoolName, slot: usize, id: u64) -> Result<bool> {
+    let dir = pool_dir(host, pool);
+    let ours = slots::lease(&dir, slot)
+        .is_some_and(|l| l.pid == std::process::id() && l.connection.is_some_and(|c| c.id == id));
+    Ok(ours && slots::transition(&dir, slot, State::Claimed, State::Recycling)?)
 }

@@ -5,8 +5,8 @@
 use super::make::make_slot;
 use super::slots::{self, State};
 use super::{
-    list, load_spec, pool_dir, recycle, require, save_spec, slot_branch, PoolName, PoolSpec,
-    MAX_SIZE, POOL_LABEL,
+    list, load_spec, pool_dir, recycle, require, save_spec, slot_branch, socket_file, PoolName,
+    PoolSpec, MAX_SIZE, POOL_LABEL,
 };
 use crate::branch::Generation;
 use crate::config::Profile;
@@ -17,6 +17,7 @@ use crate::values::ByteSize;
 use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 #[derive(Debug, Clone)]
@@ -37,7 +38,16 @@ pub struct SlotRow {
     pub port: Option<u16>,
     /// The claimant's pid (claimed slots).
     pub holder: Option<u32>,
+    /// What ends the claim: the holder process's exit, or its connection to the socket.
+    pub lease: Option<LeaseKind>,
     pub claimed_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LeaseKind {
+    Process,
+    Connection,
 }
 
 /// A pool and its slots.
@@ -51,6 +61,9 @@ pub struct PoolReport {
     pub recycling: usize,
     /// Whether the recycler process runs.
     pub recycler: bool,
+    /// The recycler's claim socket (docs/pools.md, "The claim protocol"); it listens while
+    /// the recycler runs.
+    pub socket: PathBuf,
     /// Slots the memory guard refused this time (`pool create`, `pool resize`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<usize>,
@@ -280,7 +293,11 @@ pub fn status(host: &Host, pool: &PoolName) -> Result<PoolReport> {
             branch: name.to_string(),
             state,
             port: record.map(|r| r.port),
-            holder: lease.as_ref().map(|l| l.pid),
+            holder: lease.as_ref().map(|l| l.claimant()),
+            lease: lease.as_ref().map(|l| match l.connection {
+                Some(_) => LeaseKind::Connection,
+                None => LeaseKind::Process,
+            }),
             claimed_at: lease.map(|l| l.claimed_at),
         });
     }
@@ -293,6 +310,7 @@ pub fn status(host: &Host, pool: &PoolName) -> Result<PoolReport> {
         claimed: count(State::Claimed),
         recycling: count(State::Recycling),
         recycler: recycle::is_running(&dir)?,
+        socket: socket_file(&dir),
         refused: Vec::new(),
         refusal: None,
         slots: rows,
@@ -327,11 +345,7 @@ mod tests {
     fn claim_for(host: &Host, pool: &str, holder: u32) -> Result<super::super::claim::Claimed> {
         claim(
             host,
-            &ClaimOptions {
-                pool: pool.parse().unwrap(),
-                wait: None,
-                holder,
-            },
+            &ClaimOptions::for_process(host, &pool.parse().unwrap(), None, holder),
         )
     }
 
@@ -416,7 +430,7 @@ mod tests {
         let resets_before = sim.services.state.lock().unwrap().kills;
         let mut resets_after = 0;
         std::thread::scope(|s| {
-            let recycler = s.spawn(|| super::super::recycle::run(&sim.host, &pool));
+            let recycler = s.spawn(|| super::super::recycler::run(&sim.host, &pool));
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
             while status(&sim.host, &pool).unwrap().ready < 2 {
                 if recycler.is_finished() {

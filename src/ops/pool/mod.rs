@@ -7,12 +7,16 @@
 //!
 //! On disk, under `root/pools/POOL/`: `pool.json` (the spec), one token file per slot in
 //! `ready/`, `claimed/` (holding the lease: who claimed it) or `recycling/`, and the
-//! recycler's lock, pid and log.
+//! recycler's lock, pid, log and claim socket (`claim.sock`: a claim there lasts as long
+//! as the claimant's connection).
 
 pub mod claim;
+pub mod listener;
 pub mod make;
 pub mod manage;
+pub mod protocol;
 pub mod recycle;
+pub mod recycler;
 pub mod run;
 pub mod slots;
 
@@ -59,6 +63,11 @@ pub fn pools_dir(host: &Host) -> PathBuf {
 
 pub fn pool_dir(host: &Host, pool: &PoolName) -> PathBuf {
     pools_dir(host).join(pool.as_str())
+}
+
+/// Where the pool's recycler listens for claims (docs/pools.md, "The claim protocol").
+pub fn socket_file(dir: &Path) -> PathBuf {
+    dir.join("claim.sock")
 }
 
 fn spec_file(dir: &Path) -> PathBuf {

@@ -1,6 +1,6 @@
-//! The recycler: one background process per pool (`db-branch pool recycle POOL`, started by
-//! the first pool command that finds none running, holding `recycler.lock` while it runs).
-//! It resets released slots and puts them back as ready, takes back slots whose claimant
+//! The recycler's work and whether it runs: one background process per pool (recycler.rs,
+//! started by the first pool command that finds none running, holding `recycler.lock`
+//! while it runs). It resets released slots and puts them back as ready, takes back slots whose claimant
 //! died without releasing, recycles ready slots whose server is gone, remakes slots whose
 //! branch was deleted by hand, and retires slots beyond the pool's size. It exits when the
 //! pool is deleted.
@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-fn lock_file(dir: &Path) -> PathBuf {
+pub(super) fn lock_file(dir: &Path) -> PathBuf {
     dir.join("recycler.lock")
 }
 
@@ -55,30 +55,10 @@ pub fn ensure_running(host: &Host, pool: &PoolName) -> Result<()> {
 /// writes it right after winning the slot).
 const LEASE_GRACE: Duration = Duration::from_secs(10);
 
-/// The recycler's loop; returns when the pool is gone or another recycler runs.
-pub fn run(host: &Host, pool: &PoolName) -> Result<()> {
-    let dir = pool_dir(host, pool);
-    // Others only look at the lock for an instant (`is_running`); a recycler holds it. Wait
-    // out the lookers; give way to a recycler.
-    let _running = match locks::lock(
-        &lock_file(&dir),
-        "pool recycler",
-        Duration::from_secs(2),
-        &|_| {},
-    ) {
-        Ok(guard) => guard,
-        Err(e) if locks::is_busy(&e) => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    crate::store::files::write_atomic(
-        &dir.join("recycler.pid"),
-        format!("{}\n", std::process::id()).as_bytes(),
-        0o644,
-    )?;
-    host.printer.note(format!(
-        "recycler of pool {pool} running (pid {})",
-        std::process::id()
-    ));
+/// Until the pool is deleted: recycles what comes back, takes back abandoned claims, and
+/// recycles ready slots whose server died.
+pub fn keep_recycling(host: &Host, pool: &PoolName, dir: &Path) -> Result<()> {
+    let dir = dir.to_path_buf();
     let mut leases_checked = Instant::now();
     let mut health_checked = Instant::now();
     loop {

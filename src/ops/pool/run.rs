@@ -19,11 +19,7 @@ pub fn run_on_slot(
 ) -> Result<()> {
     let claimed = claim(
         host,
-        &ClaimOptions {
-            pool: pool.clone(),
-            wait,
-            holder: std::process::id(),
-        },
+        &ClaimOptions::for_process(host, pool, wait, std::process::id()),
     )?;
     let (program, args) = command.split_first().expect("clap requires a command");
     let mut cmd = Command::new(program);

@@ -35,7 +35,8 @@ impl std::fmt::Display for State {
 }
 
 /// Who holds a claimed slot: a process, told apart from a later one with the same pid by
-/// its start time.
+/// its start time. A claim over the pool's socket is held by the recycler (`pid`) for one
+/// connection (`connection`): it ends when that connection closes, or with the recycler.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Lease {
     pub pid: u32,
@@ -46,6 +47,16 @@ pub struct Lease {
     /// before db-branch recorded it.
     #[serde(default)]
     pub uid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<ConnectionLease>,
+}
+
+/// A claim made over the pool's socket: which connection of the recycler holds it, and the
+/// claimant's process at the other end (what `pool status` shows).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ConnectionLease {
+    pub id: u64,
+    pub client_pid: u32,
 }
 
 /// Field 22 of `/proc/PID/stat`: when the process started. None when it does not exist.
@@ -64,7 +75,22 @@ impl Lease {
             started: start_ticks(pid)?,
             claimed_at: now,
             uid: Some(uid),
+            connection: None,
         })
+    }
+
+    /// A lease this process holds for `connection` (the recycler serving the socket).
+    pub fn of_connection(connection: ConnectionLease, now: DateTime<Utc>, uid: u32) -> Lease {
+        let me = std::process::id();
+        Lease {
+            connection: Some(connection),
+            ..Lease::of(me, now, uid).expect("this process runs")
+        }
+    }
+
+    /// The process using the slot: the claimant over a connection, else the holder.
+    pub fn claimant(&self) -> u32 {
+        self.connection.map_or(self.pid, |c| c.client_pid)
     }
 
     /// The holder still runs (the same process, not a new one with its pid).
@@ -148,7 +174,12 @@ pub fn remove(pool_dir: &Path, slot: usize) -> Result<()> {
 
 pub fn write_lease(pool_dir: &Path, slot: usize, lease: &Lease) -> Result<()> {
     let bytes = serde_json::to_vec(lease).expect("a lease serialises");
-    crate::store::files::write_atomic(&token(pool_dir, State::Claimed, slot), &bytes, 0o644)
+    // A lease means nothing once its holder is gone, as after a crash: no flush to wait for.
+    crate::store::files::write_atomic_volatile(
+        &token(pool_dir, State::Claimed, slot),
+        &bytes,
+        0o644,
+    )
 }
 
 /// The lease of a claimed slot; None while the claimant has not written it yet (it does

@@ -1,0 +1,458 @@
+//! The recycler's side of the claim protocol (protocol.rs): it listens on the pool's
+//! `claim.sock`, one thread per connection. Anyone on the host may connect (mode 0666);
+//! each connection is judged by its peer's credentials (SO_PEERCRED), as db-branchd judges
+//! a bus caller: members of the users group, admins and root may claim, outsiders are told
+//! why not. A slot claimed on a connection goes back to be recycled when the connection
+//! closes — the claimant released it, exited or crashed — which needs no pid and no lease
+//! polling, and works alike for root and for users of db-branchd.
+
+use super::claim::{self, Holder};
+use super::protocol::{write_line, Env, Reply, Request, MAX_LINE};
+use super::slots::{self, ConnectionLease};
+use super::{pool_dir, socket_file, PoolName};
+use crate::access::{Caller, Role};
+use crate::error::{Error, Kind};
+use crate::host::Host;
+use crate::ops::reset::{reset, ResetOptions};
+use anyhow::{Context, Result};
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// Connections served at once at most; more are told to come back (exit 75).
+const MAX_CONNECTIONS: usize = 1024;
+
+/// How often an idle connection's thread looks whether the recycler is stopping.
+const STOP_POLL: Duration = Duration::from_millis(250);
+
+/// Binds the pool's socket. The recycler holds the pool's recycler lock, so a socket file
+/// there is a dead recycler's: it is replaced.
+pub fn bind(host: &Host, pool: &PoolName) -> Result<UnixListener> {
+    let path = socket_file(&pool_dir(host, pool));
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("removing {}", path.display())),
+    }
+    let listener =
+        UnixListener::bind(&path).with_context(|| format!("listening on {}", path.display()))?;
+    // Who may claim is decided per connection, by its credentials, not by the file's mode.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
+        .with_context(|| format!("opening {} to the host's users", path.display()))?;
+    Ok(listener)
+}
+
+/// Serves connections until `stop` is set (and `wake` has unblocked the accept).
+pub fn serve(host: &Host, pool: &PoolName, listener: &UnixListener, stop: &AtomicBool) {
+    let next_id = AtomicU64::new(1);
+    let open = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for stream in listener.incoming() {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let Ok(stream) = stream else { continue };
+            if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                open.fetch_sub(1, Ordering::AcqRel);
+                let mut w = &stream;
+                let _ = write_line(
+                    &mut w,
+                    &Reply::failed(75, format!("pool {pool}'s recycler serves {MAX_CONNECTIONS} connections already; try again shortly")),
+                );
+                continue;
+            }
+            let id = next_id.fetch_add(1, Ordering::Relaxed);
+            let open = &open;
+            s.spawn(move || {
+                let mut conn = Connection {
+                    host,
+                    pool,
+                    id,
+                    held: None,
+                };
+                if let Err(e) = conn.serve(stream, stop) {
+                    host.printer.warn(format!(
+                        "pool {pool}, connection {id}: {}",
+                        crate::report::chain_text(&e)
+                    ));
+                }
+                conn.close();
+                open.fetch_sub(1, Ordering::AcqRel);
+            });
+        }
+    });
+}
+
+/// Unblocks `serve`'s accept after `stop` was set, and removes the socket.
+pub fn wake(host: &Host, pool: &PoolName) {
+    let path = socket_file(&pool_dir(host, pool));
+    let _ = UnixStream::connect(&path);
+    let _ = std::fs::remove_file(&path);
+}
+
+struct Connection<'a> {
+    host: &'a Host,
+    pool: &'a PoolName,
+    id: u64,
+    /// The slot this connection holds.
+    held: Option<usize>,
+}
+
+impl Connection<'_> {
+    fn serve(&mut self, stream: UnixStream, stop: &AtomicBool) -> Result<()> {
+        let peer = peer_of(&stream)?;
+        stream.set_read_timeout(Some(STOP_POLL))?;
+        let mut writer = stream.try_clone()?;
+        let mut reader = BufReader::new(stream);
+        let mut line = Vec::new();
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let limit = (MAX_LINE + 1).saturating_sub(line.len()) as u64;
+            match reader.by_ref().take(limit).read_until(b'\n', &mut line) {
+                Ok(0) => return Ok(()), // closed: `close` releases what it held
+                Ok(_) if line.ends_with(b"\n") => {}
+                Ok(_) if line.len() > MAX_LINE => {
+                    write_line(
+                        &mut writer,
+                        &Reply::failed(
+                            2,
+                            format!("a request is one line of at most {MAX_LINE} bytes"),
+                        ),
+                    )?;
+                    return Ok(());
+                }
+                Ok(_) => continue, // part of a line; the rest follows
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e).context("reading a request"),
+            }
+            let reply = match serde_json::from_slice::<Request>(&line) {
+                Ok(request) => self.answer(&peer, request),
+                Err(e) => Reply::failed(
+                    2,
+                    format!("not a request ({e}); see docs/pools.md, \"The claim protocol\""),
+                ),
+            };
+            line.clear();
+            write_line(&mut writer, &reply)?;
+        }
+    }
+
+    fn answer(&mut self, peer: &Caller, request: Request) -> Reply {
+        self.try_answer(peer, request)
+            .unwrap_or_else(|e| Reply::of_error(&e))
+    }
+
+    fn try_answer(&mut self, peer: &Caller, request: Request) -> Result<Reply> {
+        // As db-branchd would for `pool claim`: the users group, admins and root.
+        peer.check_role(&self.host.config.access, Role::User)?;
+        match request {
+            Request::Claim {
+                wait_ms,
+                holder_pid,
+            } => {
+                if let Some(slot) = self.held {
+                    return Err(Error::new(
+                        Kind::Usage,
+                        format!(
+                            "this connection holds slot {slot} of pool {} already",
+                            self.pool
+                        ),
+                    )
+                    .hint("release it first, or open another connection for another slot")
+                    .into());
+                }
+                let holder = match holder_pid {
+                    Some(pid) => {
+                        Holder::Process(claim::check_holder(peer, &self.host.config.access, pid)?)
+                    }
+                    None => Holder::Connection(ConnectionLease {
+                        id: self.id,
+                        client_pid: peer.pid.unwrap_or_default(),
+                    }),
+                };
+                let claimed = claim::claim(
+                    self.host,
+                    &claim::ClaimOptions {
+                        pool: self.pool.clone(),
+                        wait: wait_ms.map(Duration::from_millis),
+                        holder,
+                        uid: peer.uid,
+                    },
+                )?;
+                if holder_pid.is_none() {
+                    self.held = Some(claimed.slot);
+                }
+                Ok(reply_for(self.host, &claimed))
+            }
+            Request::Reset => {
+                let slot = self.holding("reset")?;
+                let name = super::slot_branch(self.pool, slot);
+                reset(self.host, &ResetOptions::named(name.clone()))?;
+                let record = crate::store::records::load(&self.host.layout, &name)?
+                    .with_context(|| format!("slot {slot}'s branch {name} is gone"))?;
+                Ok(reply_for(
+                    self.host,
+                    &claim::Claimed {
+                        pool: self.pool.clone(),
+                        slot,
+                        record,
+                    },
+                ))
+            }
+            Request::Release => {
+                self.holding("release")?;
+                self.close();
+                Ok(Reply::done())
+            }
+        }
+    }
+
+    /// The slot this connection holds — still: an admin may have released it meanwhile.
+    fn holding(&mut self, what: &str) -> Result<usize> {
+        let dir = pool_dir(self.host, self.pool);
+        let still = |slot: usize| {
+            slots::lease(&dir, slot).is_some_and(|l| {
+                l.pid == std::process::id() && l.connection.is_some_and(|c| c.id == self.id)
+            })
+        };
+        match self.held {
+            Some(slot) if still(slot) => Ok(slot),
+            Some(slot) => {
+                self.held = None;
+                Err(Error::new(
+                    Kind::NotFound,
+                    format!(
+                        "slot {slot} of pool {} is no longer this connection's (an admin released it)",
+                        self.pool
+                    ),
+                )
+                .hint("claim another: {\"op\":\"claim\"}")
+                .into())
+            }
+            None => Err(Error::new(
+                Kind::Usage,
+                format!(
+                    "this connection holds no slot of pool {} to {what}",
+                    self.pool
+                ),
+            )
+            .hint("claim one first: {\"op\":\"claim\"}")
+            .into()),
+        }
+    }
+
+    /// Hands back the slot this connection holds, if any.
+    fn close(&mut self) {
+        if let Some(slot) = self.held.take() {
+            if let Err(e) = claim::release_connection(self.host, self.pool, slot, self.id) {
+                self.host.printer.warn(format!(
+                    "slot {slot} of pool {}: releasing it: {}",
+                    self.pool,
+                    crate::report::chain_text(&e)
+                ));
+            }
+        }
+    }
+}
+
+fn reply_for(host: &Host, claimed: &claim::Claimed) -> Reply {
+    let (vars, _) = claim::variables(host, claimed);
+    Reply::claimed(
+        claimed.slot,
+        Env(vars.into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
+    )
+}
+
+/// Who is at the other end, by the kernel's word: uid, primary and supplementary groups
+/// (from the account, as the bus's would be), pid.
+fn peer_of(stream: &UnixStream) -> Result<Caller> {
+    let cred = nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerCredentials)
+        .context("reading the connection's credentials")?;
+    let uid = cred.uid();
+    let name = crate::access::user_name(uid);
+    let listed = std::ffi::CString::new(name.clone())
+        .ok()
+        .and_then(|n| nix::unistd::getgrouplist(&n, nix::unistd::Gid::from_raw(cred.gid())).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|g| g.as_raw())
+        .collect();
+    Ok(Caller {
+        uid,
+        gids: crate::access::with_primary_first(uid, listed),
+        name,
+        cwd: None,
+        pid: u32::try_from(cred.pid()).ok(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::manage::{create_pool, status, LeaseKind, PoolOptions};
+    use super::super::protocol::Client;
+    use super::super::slots::State;
+    use super::*;
+    use crate::ops::testing::sim_host;
+
+    fn claim(c: &mut Client) -> Reply {
+        c.request(&Request::Claim {
+            wait_ms: None,
+            holder_pid: None,
+        })
+        .unwrap()
+    }
+
+    fn state_of(host: &Host, pool: &PoolName, slot: usize) -> State {
+        let report = status(host, pool).unwrap();
+        report.slots.iter().find(|r| r.slot == slot).unwrap().state
+    }
+
+    /// Waits (up to 2 s) for `slot` to reach `want`: the server's thread releases after
+    /// the client has gone.
+    fn eventually(host: &Host, pool: &PoolName, slot: usize, want: State) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while state_of(host, pool, slot) != want {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "slot {slot} never got {want}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_claim_on_a_connection_lasts_as_long_as_the_connection() {
+        let mut sim = sim_host();
+        // Whoever runs the unit tests is an admin of this host.
+        sim.host.config.access.admins_group = nix::unistd::Group::from_gid(nix::unistd::getegid())
+            .unwrap()
+            .unwrap()
+            .name;
+        let host = &sim.host;
+        let pool: PoolName = "ci".parse().unwrap();
+        create_pool(
+            host,
+            &PoolOptions {
+                name: pool.clone(),
+                size: 2,
+                baseline: None,
+                profile: None,
+                buffer_pool: None,
+            },
+        )
+        .unwrap();
+        let listener = bind(host, &pool).unwrap();
+        let socket = socket_file(&pool_dir(host, &pool));
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| serve(host, &pool, &listener, &stop));
+
+            let mut first = Client::connect(&socket).unwrap().unwrap();
+            let got = claim(&mut first);
+            assert!(got.ok, "{got:?}");
+            assert_eq!(got.slot, Some(1));
+            assert_eq!(got.env.get("DB_BRANCH_POOL_SLOT"), Some("1"));
+            assert_eq!(got.env.get("DB_BRANCH_POOL"), Some("ci"));
+            assert!(got.url().starts_with("mysql://"), "{got:?}");
+            let row = status(host, &pool).unwrap().slots[0].clone();
+            assert_eq!(row.lease, Some(LeaseKind::Connection));
+            assert_eq!(
+                row.holder,
+                Some(std::process::id()),
+                "the claimant, not the server"
+            );
+
+            let again = claim(&mut first);
+            assert_eq!((again.ok, again.exit), (false, Some(2)), "{again:?}");
+            assert!(!again.hints.is_empty());
+
+            let reset = first.request(&Request::Reset).unwrap();
+            assert_eq!((reset.ok, reset.slot), (true, Some(1)), "{reset:?}");
+            assert_eq!(
+                reset.env, got.env,
+                "a reset slot keeps its connection details"
+            );
+
+            let mut second = Client::connect(&socket).unwrap().unwrap();
+            assert_eq!(claim(&mut second).slot, Some(2));
+            let mut third = Client::connect(&socket).unwrap().unwrap();
+            let none = claim(&mut third);
+            assert_eq!((none.ok, none.exit), (false, Some(75)), "{none:?}");
+            assert!(none.error.unwrap().contains("no ready slot"));
+
+            // Closing the connection releases; releasing by request too, once.
+            drop(first);
+            eventually(host, &pool, 1, State::Recycling);
+            assert!(second.request(&Request::Release).unwrap().ok);
+            assert_eq!(state_of(host, &pool, 2), State::Recycling);
+            let twice = second.request(&Request::Release).unwrap();
+            assert_eq!((twice.ok, twice.exit), (false, Some(2)), "{twice:?}");
+
+            // Garbage gets an answer, not a hang or a crash.
+            let garbage = third
+                .request(&Request::Claim {
+                    wait_ms: Some(0),
+                    holder_pid: Some(u32::MAX),
+                })
+                .unwrap();
+            assert!(
+                !garbage.ok,
+                "a pid that does not exist holds nothing: {garbage:?}"
+            );
+
+            stop.store(true, Ordering::Relaxed);
+            wake(host, &pool);
+        });
+        assert!(!socket.exists(), "the socket goes with its recycler");
+    }
+
+    #[test]
+    fn a_claim_for_a_process_outlives_the_connection() {
+        let sim = sim_host();
+        let host = &sim.host;
+        let pool: PoolName = "p".parse().unwrap();
+        create_pool(
+            host,
+            &PoolOptions {
+                name: pool.clone(),
+                size: 1,
+                baseline: None,
+                profile: None,
+                buffer_pool: None,
+            },
+        )
+        .unwrap();
+        let listener = bind(host, &pool).unwrap();
+        let socket = socket_file(&pool_dir(host, &pool));
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| serve(host, &pool, &listener, &stop));
+            let mut c = Client::connect(&socket).unwrap().unwrap();
+            let got = c
+                .request(&Request::Claim {
+                    wait_ms: None,
+                    holder_pid: Some(std::process::id()),
+                })
+                .unwrap();
+            assert!(got.ok, "{got:?}");
+            drop(c);
+            std::thread::sleep(Duration::from_millis(100));
+            assert_eq!(state_of(host, &pool, 1), State::Claimed);
+            let row = status(host, &pool).unwrap().slots[0].clone();
+            assert_eq!(row.lease, Some(LeaseKind::Process));
+            stop.store(true, Ordering::Relaxed);
+            wake(host, &pool);
+        });
+    }
+}
