@@ -33,6 +33,37 @@ fn wait_until_ready(env: &TestEnv, pool: &str, ready: u64) -> Value {
     }
 }
 
+/// A pool of `size` slots, ready; the checksum every slot of it must show when pristine.
+fn pristine_pool(env: &TestEnv, pool: &str, size: u64) -> String {
+    env.json(&["pool", "create", pool, "--size", &size.to_string()]);
+    let ready = wait_until_ready(env, pool, size);
+    checksum(ready["slots"][0]["port"].as_u64().unwrap() as u16)
+}
+
+/// Waits until all `size` slots are ready again and checks each is pristine; the status.
+fn assert_back_pristine(env: &TestEnv, pool: &str, size: u64, pristine: &str) -> Value {
+    let after = wait_until_ready(env, pool, size);
+    for slot in after["slots"].as_array().unwrap() {
+        assert_eq!(
+            checksum(slot["port"].as_u64().unwrap() as u16),
+            pristine,
+            "slot {slot} came back dirty"
+        );
+    }
+    after
+}
+
+/// A test runner's run passed, and its report says `passed` (e.g. "12 passed").
+fn assert_runner_passed(runner: &str, out: &std::process::Output, passed: &str) {
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{runner} failed:\n{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains(passed), "{report}");
+}
+
 #[test]
 #[ignore = "needs root, btrfs and a server; run by scripts/test"]
 fn eight_claimants_share_four_slots_and_always_get_a_pristine_one() {
@@ -87,10 +118,7 @@ fn eight_claimants_share_four_slots_and_always_get_a_pristine_one() {
         }
     }
     // Every slot comes back ready, and pristine.
-    let s = wait_until_ready(&env, "t", 4);
-    for slot in s["slots"].as_array().unwrap() {
-        assert_eq!(checksum(slot["port"].as_u64().unwrap() as u16), pristine);
-    }
+    let s = assert_back_pristine(&env, "t", 4, &pristine);
     assert!(s["recycler"].as_bool().unwrap(), "{s}");
     env.run_ok(&["--yes", "pool", "delete", "t"]);
     assert_eq!(env.json(&["list"]), serde_json::json!([]));
@@ -220,9 +248,7 @@ fn the_memory_guard_counts_every_slot() {
 fn the_pytest_xdist_recipe_gives_each_worker_its_own_pristine_slot() {
     let _m = MEMORY.read().unwrap_or_else(|e| e.into_inner());
     let env = TestEnv::with_baseline();
-    env.json(&["pool", "create", "ci", "--size", "4"]);
-    let ready = wait_until_ready(&env, "ci", 4);
-    let pristine = checksum(ready["slots"][0]["port"].as_u64().unwrap() as u16);
+    let pristine = pristine_pool(&env, "ci", 4);
 
     let doc =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/pools.md")).unwrap();
@@ -257,22 +283,9 @@ def test_a_worker_sees_only_its_own_rows(database_url, n):
     .unwrap();
     // `db-branch` on PATH, as the recipe calls it.
     let out = env.pytest(&project, &["-n", "4"]);
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "pytest failed:\n{report}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(report.contains("24 passed"), "{report}");
+    assert_runner_passed("pytest", &out, "24 passed");
     // Every worker released its slot; the recycler made them pristine again.
-    let after = wait_until_ready(&env, "ci", 4);
-    for slot in after["slots"].as_array().unwrap() {
-        assert_eq!(
-            checksum(slot["port"].as_u64().unwrap() as u16),
-            pristine,
-            "slot {slot} came back dirty"
-        );
-    }
+    assert_back_pristine(&env, "ci", 4, &pristine);
     env.run_ok(&["--yes", "pool", "delete", "ci"]);
 }
 
@@ -285,9 +298,7 @@ def test_a_worker_sees_only_its_own_rows(database_url, n):
 fn the_python_helper_gives_xdist_workers_pristine_slots_over_the_socket() {
     let _m = MEMORY.read().unwrap_or_else(|e| e.into_inner());
     let env = TestEnv::with_baseline();
-    env.json(&["pool", "create", "ci", "--size", "4"]);
-    let ready = wait_until_ready(&env, "ci", 4);
-    let pristine = checksum(ready["slots"][0]["port"].as_u64().unwrap() as u16);
+    let pristine = pristine_pool(&env, "ci", 4);
     let python = env.python_with_helpers();
 
     let project = env.root.join("helper-project");
@@ -333,13 +344,7 @@ def test_every_test_gets_a_pristine_slot(db_branch_reset, n):
         .env("HELD_DIR", &held_dir)
         .output()
         .unwrap();
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "pytest failed:\n{report}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(report.contains("12 passed"), "{report}");
+    assert_runner_passed("pytest", &out, "12 passed");
     // A slot belongs to one worker: no two workers wrote the same slot number.
     let mut owner = std::collections::BTreeMap::new();
     for entry in std::fs::read_dir(&held_dir).unwrap() {
@@ -375,14 +380,7 @@ def test_every_test_gets_a_pristine_slot(db_branch_reset, n):
     assert_eq!(row["holder"], claimant.id(), "{status}");
     claimant.kill().unwrap();
     claimant.wait().unwrap();
-    let after = wait_until_ready(&env, "ci", 4);
-    for slot in after["slots"].as_array().unwrap() {
-        assert_eq!(
-            checksum(slot["port"].as_u64().unwrap() as u16),
-            pristine,
-            "slot {slot} came back dirty"
-        );
-    }
+    assert_back_pristine(&env, "ci", 4, &pristine);
     env.run_ok(&["--yes", "pool", "delete", "ci"]);
 }
 
@@ -394,9 +392,7 @@ def test_every_test_gets_a_pristine_slot(db_branch_reset, n):
 fn the_node_helper_claims_resets_and_releases_over_the_socket() {
     let _m = MEMORY.read().unwrap_or_else(|e| e.into_inner());
     let env = TestEnv::with_baseline();
-    env.json(&["pool", "create", "js", "--size", "2"]);
-    let ready = wait_until_ready(&env, "js", 2);
-    let pristine = checksum(ready["slots"][0]["port"].as_u64().unwrap() as u16);
+    let pristine = pristine_pool(&env, "js", 2);
     let project = env.root.join("node-project");
     std::fs::create_dir_all(&project).unwrap();
     for n in 0..4 {
@@ -450,16 +446,7 @@ test('slot {n}: pristine, dirtied, reset in place, pristine again', async () => 
         .env("SQL_CLIENT", db_branch::testkit::server().client)
         .output()
         .expect("node (scripts/install-deps installs nodejs)");
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "node --test failed:\n{report}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(report.contains("# pass 4"), "{report}");
-    let after = wait_until_ready(&env, "js", 2);
-    for slot in after["slots"].as_array().unwrap() {
-        assert_eq!(checksum(slot["port"].as_u64().unwrap() as u16), pristine);
-    }
+    assert_runner_passed("node --test", &out, "# pass 4");
+    assert_back_pristine(&env, "js", 2, &pristine);
     env.run_ok(&["--yes", "pool", "delete", "js"]);
 }

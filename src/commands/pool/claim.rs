@@ -2,17 +2,12 @@ use crate::cli::{EnvFormat, PoolClaimArgs};
 use crate::commands::env::render;
 use crate::error::{Error, Kind};
 use crate::host::Host;
-use crate::ops::pool::claim::{check_holder, claim, ClaimOptions, Claimed};
+use crate::ops::pool::claim::{check_holder, claim, variables, ClaimOptions};
 use crate::ops::pool::protocol::{Client, Request};
-use crate::ops::pool::socket_file;
+use crate::ops::pool::{pool_dir_under, socket_file};
 use crate::printer::Printer;
 use anyhow::Result;
 use std::path::Path;
-
-/// The slot's connection variables, as `env` prints them, and which slot it is.
-pub fn variables(host: &Host, claimed: &Claimed) -> (Vec<(&'static str, String)>, String) {
-    crate::ops::pool::claim::variables(host, claimed)
-}
 
 /// The process that ran us — a test worker, or the shell of a script (`$(…)` runs a lone
 /// command in the shell's own child) — looking through `sudo` (one process, or two with
@@ -74,7 +69,7 @@ fn format_of(printer: &Printer, args: &PoolClaimArgs) -> EnvFormat {
 /// recycler from the socket's credentials). Ok(false): nothing listens, or this is
 /// db-branchd acting for a caller — the usual way follows.
 pub fn over_socket(root: &Path, printer: &Printer, args: &PoolClaimArgs) -> Result<bool> {
-    let socket = socket_file(&root.join("pools").join(args.name.as_str()));
+    let socket = socket_file(&pool_dir_under(root, &args.name));
     let Some(mut client) = Client::connect(&socket)? else {
         return Ok(false);
     };

@@ -221,7 +221,13 @@ pub fn release(host: &Host, pool: &PoolName, slot: usize) -> Result<Released> {
 /// connection must never take a slot from its next claimant.
 pub fn release_connection(host: &Host, pool: &PoolName, slot: usize, id: u64) -> Result<bool> {
     let dir = pool_dir(host, pool);
-    let ours = slots::lease(&dir, slot)
-        .is_some_and(|l| l.pid == std::process::id() && l.connection.is_some_and(|c| c.id == id));
-    Ok(ours && slots::transition(&dir, slot, State::Claimed, State::Recycling)?)
+    Ok(held_by_connection(&dir, slot, id)
+        && slots::transition(&dir, slot, State::Claimed, State::Recycling)?)
+}
+
+/// Whether `slot` is still claimed for connection `id` of this recycler (an admin may have
+/// released it since, and someone else claimed it).
+pub fn held_by_connection(dir: &std::path::Path, slot: usize, id: u64) -> bool {
+    slots::lease(dir, slot)
+        .is_some_and(|l| l.pid == std::process::id() && l.connection.is_some_and(|c| c.id == id))
 }

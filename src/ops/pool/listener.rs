@@ -8,10 +8,10 @@
 
 use super::claim::{self, Holder};
 use super::protocol::{write_line, Env, Reply, Request, MAX_LINE};
-use super::slots::{self, ConnectionLease};
+use super::slots::ConnectionLease;
 use super::{pool_dir, socket_file, PoolName};
 use crate::access::{Caller, Role};
-use crate::error::{Error, Kind};
+use crate::error::{Error, Kind, EXIT_REFUSED, EXIT_USAGE};
 use crate::host::Host;
 use crate::ops::reset::{reset, ResetOptions};
 use anyhow::{Context, Result};
@@ -59,7 +59,7 @@ pub fn serve(host: &Host, pool: &PoolName, listener: &UnixListener, stop: &Atomi
                 let mut w = &stream;
                 let _ = write_line(
                     &mut w,
-                    &Reply::failed(75, format!("pool {pool}'s recycler serves {MAX_CONNECTIONS} connections already; try again shortly")),
+                    &Reply::failed(EXIT_REFUSED, format!("pool {pool}'s recycler serves {MAX_CONNECTIONS} connections already; try again shortly")),
                 );
                 continue;
             }
@@ -119,7 +119,7 @@ impl Connection<'_> {
                     write_line(
                         &mut writer,
                         &Reply::failed(
-                            2,
+                            EXIT_USAGE,
                             format!("a request is one line of at most {MAX_LINE} bytes"),
                         ),
                     )?;
@@ -139,7 +139,7 @@ impl Connection<'_> {
             let reply = match serde_json::from_slice::<Request>(&line) {
                 Ok(request) => self.answer(&peer, request),
                 Err(e) => Reply::failed(
-                    2,
+                    EXIT_USAGE,
                     format!("not a request ({e}); see docs/pools.md, \"The claim protocol\""),
                 ),
             };
@@ -221,13 +221,8 @@ impl Connection<'_> {
     /// The slot this connection holds — still: an admin may have released it meanwhile.
     fn holding(&mut self, what: &str) -> Result<usize> {
         let dir = pool_dir(self.host, self.pool);
-        let still = |slot: usize| {
-            slots::lease(&dir, slot).is_some_and(|l| {
-                l.pid == std::process::id() && l.connection.is_some_and(|c| c.id == self.id)
-            })
-        };
         match self.held {
-            Some(slot) if still(slot) => Ok(slot),
+            Some(slot) if claim::held_by_connection(&dir, slot, self.id) => Ok(slot),
             Some(slot) => {
                 self.held = None;
                 Err(Error::new(
@@ -331,8 +326,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_claim_on_a_connection_lasts_as_long_as_the_connection() {
+    /// A sim pool `pool` of `size` slots whose listener serves while `body` runs (given the
+    /// host, the pool and its socket); stopped and woken after it.
+    fn serving(pool: &str, size: usize, body: impl FnOnce(&Host, &PoolName, &std::path::Path)) {
         let mut sim = sim_host();
         // Whoever runs the unit tests is an admin of this host.
         sim.host.config.access.admins_group = nix::unistd::Group::from_gid(nix::unistd::getegid())
@@ -340,12 +336,12 @@ mod tests {
             .unwrap()
             .name;
         let host = &sim.host;
-        let pool: PoolName = "ci".parse().unwrap();
+        let pool: PoolName = pool.parse().unwrap();
         create_pool(
             host,
             &PoolOptions {
                 name: pool.clone(),
-                size: 2,
+                size,
                 baseline: None,
                 profile: None,
                 buffer_pool: None,
@@ -357,15 +353,24 @@ mod tests {
         let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| serve(host, &pool, &listener, &stop));
+            body(host, &pool, &socket);
+            stop.store(true, Ordering::Relaxed);
+            wake(host, &pool);
+        });
+        assert!(!socket.exists(), "the socket goes with its recycler");
+    }
 
-            let mut first = Client::connect(&socket).unwrap().unwrap();
+    #[test]
+    fn a_claim_on_a_connection_lasts_as_long_as_the_connection() {
+        serving("ci", 2, |host, pool, socket| {
+            let mut first = Client::connect(socket).unwrap().unwrap();
             let got = claim(&mut first);
             assert!(got.ok, "{got:?}");
             assert_eq!(got.slot, Some(1));
             assert_eq!(got.env.get("DB_BRANCH_POOL_SLOT"), Some("1"));
             assert_eq!(got.env.get("DB_BRANCH_POOL"), Some("ci"));
             assert!(got.url().starts_with("mysql://"), "{got:?}");
-            let row = status(host, &pool).unwrap().slots[0].clone();
+            let row = status(host, pool).unwrap().slots[0].clone();
             assert_eq!(row.lease, Some(LeaseKind::Connection));
             assert_eq!(
                 row.holder,
@@ -384,18 +389,18 @@ mod tests {
                 "a reset slot keeps its connection details"
             );
 
-            let mut second = Client::connect(&socket).unwrap().unwrap();
+            let mut second = Client::connect(socket).unwrap().unwrap();
             assert_eq!(claim(&mut second).slot, Some(2));
-            let mut third = Client::connect(&socket).unwrap().unwrap();
+            let mut third = Client::connect(socket).unwrap().unwrap();
             let none = claim(&mut third);
             assert_eq!((none.ok, none.exit), (false, Some(75)), "{none:?}");
             assert!(none.error.unwrap().contains("no ready slot"));
 
             // Closing the connection releases; releasing by request too, once.
             drop(first);
-            eventually(host, &pool, 1, State::Recycling);
+            eventually(host, pool, 1, State::Recycling);
             assert!(second.request(&Request::Release).unwrap().ok);
-            assert_eq!(state_of(host, &pool, 2), State::Recycling);
+            assert_eq!(state_of(host, pool, 2), State::Recycling);
             let twice = second.request(&Request::Release).unwrap();
             assert_eq!((twice.ok, twice.exit), (false, Some(2)), "{twice:?}");
 
@@ -410,35 +415,13 @@ mod tests {
                 !garbage.ok,
                 "a pid that does not exist holds nothing: {garbage:?}"
             );
-
-            stop.store(true, Ordering::Relaxed);
-            wake(host, &pool);
         });
-        assert!(!socket.exists(), "the socket goes with its recycler");
     }
 
     #[test]
     fn a_claim_for_a_process_outlives_the_connection() {
-        let sim = sim_host();
-        let host = &sim.host;
-        let pool: PoolName = "p".parse().unwrap();
-        create_pool(
-            host,
-            &PoolOptions {
-                name: pool.clone(),
-                size: 1,
-                baseline: None,
-                profile: None,
-                buffer_pool: None,
-            },
-        )
-        .unwrap();
-        let listener = bind(host, &pool).unwrap();
-        let socket = socket_file(&pool_dir(host, &pool));
-        let stop = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            s.spawn(|| serve(host, &pool, &listener, &stop));
-            let mut c = Client::connect(&socket).unwrap().unwrap();
+        serving("p", 1, |host, pool, socket| {
+            let mut c = Client::connect(socket).unwrap().unwrap();
             let got = c
                 .request(&Request::Claim {
                     wait_ms: None,
@@ -448,11 +431,9 @@ mod tests {
             assert!(got.ok, "{got:?}");
             drop(c);
             std::thread::sleep(Duration::from_millis(100));
-            assert_eq!(state_of(host, &pool, 1), State::Claimed);
-            let row = status(host, &pool).unwrap().slots[0].clone();
+            assert_eq!(state_of(host, pool, 1), State::Claimed);
+            let row = status(host, pool).unwrap().slots[0].clone();
             assert_eq!(row.lease, Some(LeaseKind::Process));
-            stop.store(true, Ordering::Relaxed);
-            wake(host, &pool);
         });
     }
 }

@@ -62,7 +62,13 @@ pub fn pools_dir(host: &Host) -> PathBuf {
 }
 
 pub fn pool_dir(host: &Host, pool: &PoolName) -> PathBuf {
-    pools_dir(host).join(pool.as_str())
+    pool_dir_under(host.layout.root(), pool)
+}
+
+/// The pool's directory under db-branch's root, for a caller without a host (`pool
+/// claim` over the socket, before any set-up).
+pub fn pool_dir_under(root: &Path, pool: &PoolName) -> PathBuf {
+    root.join("pools").join(pool.as_str())
 }
 
 /// Where the pool's recycler listens for claims (docs/pools.md, "The claim protocol").

@@ -1,7 +1,7 @@
 //! `pool run POOL -- CMD…`: claim a slot for this process, run the command with the slot's
 //! connection details in its environment, release the slot whatever happened.
 
-use super::claim::{claim, release, ClaimOptions, Claimed};
+use super::claim::{claim, release, variables, ClaimOptions};
 use super::PoolName;
 use crate::error::{Error, Kind};
 use crate::host::Host;
@@ -15,7 +15,6 @@ pub fn run_on_slot(
     pool: &PoolName,
     wait: Option<Duration>,
     command: &[String],
-    variables: &dyn Fn(&Claimed) -> Vec<(&'static str, String)>,
 ) -> Result<()> {
     let claimed = claim(
         host,
@@ -23,7 +22,7 @@ pub fn run_on_slot(
     )?;
     let (program, args) = command.split_first().expect("clap requires a command");
     let mut cmd = Command::new(program);
-    cmd.args(args).envs(variables(&claimed));
+    cmd.args(args).envs(variables(host, &claimed).0);
     // For a user of db-branchd, the command runs as them, never as root.
     crate::access::run_as_caller(&mut cmd, &host.caller);
     let status = cmd
