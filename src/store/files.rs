@@ -13,19 +13,8 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `bytes` to `path` through a new temporary file beside it (O_CREAT|O_EXCL|
 /// O_NOFOLLOW, so an existing file or link of that name is never opened), then renames it
-/// over `path`.
+/// over `path`, its data flushed first.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    replace(path, bytes, mode, true)
-}
-
-/// As `write_atomic`, without waiting for the disk: for files whose meaning ends with the
-/// processes that wrote them (a pool claim's lease), where a crash losing them loses
-/// nothing and a claim must not wait for a flush.
-pub fn write_atomic_volatile(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    replace(path, bytes, mode, false)
-}
-
-fn replace(path: &Path, bytes: &[u8], mode: u32, sync: bool) -> Result<()> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -42,9 +31,7 @@ fn replace(path: &Path, bytes: &[u8], mode: u32, sync: bool) -> Result<()> {
         .mode(mode)
         .open(&tmp)
         .with_context(|| format!("writing {}", tmp.display()))?;
-    let written = f
-        .write_all(bytes)
-        .and_then(|()| if sync { f.sync_data() } else { Ok(()) });
+    let written = f.write_all(bytes).and_then(|()| f.sync_data());
     drop(f);
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);

@@ -4,7 +4,7 @@
 //! recycler made the slot ready before it was put back.
 
 use super::slots::{self, ConnectionLease, Lease, State};
-use super::{pool_dir, recycle, require, slot_branch, PoolName};
+use super::{pool_dir, recycle, require, PoolName, PoolSpec};
 use crate::access::Caller;
 use crate::branch::BranchRecord;
 use crate::config::AccessConfig;
@@ -51,13 +51,64 @@ impl ClaimOptions {
 pub struct Claimed {
     pub pool: PoolName,
     pub slot: usize,
+    /// The branch whose server serves it (shared with other slots in a dense pool).
     pub record: BranchRecord,
+    /// A dense slot's database and account.
+    pub account: Option<crate::server::dense::DenseSlot>,
+}
+
+impl Claimed {
+    /// Slot `slot` of pool `spec`, served by `record`'s server.
+    pub fn of(host: &Host, spec: &PoolSpec, slot: usize, record: BranchRecord) -> Result<Claimed> {
+        let account = match &spec.dense {
+            Some(d) => Some(super::dense::account(&pool_dir(host, &spec.name), d, slot)?),
+            None => None,
+        };
+        Ok(Claimed {
+            pool: spec.name.clone(),
+            slot,
+            record,
+            account,
+        })
+    }
 }
 
 /// How often a waiting claimant looks again.
 const POLL: Duration = Duration::from_millis(10);
 
 pub fn claim(host: &Host, opts: &ClaimOptions) -> Result<Claimed> {
+    take(host, opts, false).map(|(claimed, _)| claimed)
+}
+
+/// A won slot's lease, not yet on disk: the recycler replies first and writes it next,
+/// keeping the file system's latency out of the claim's. Until it is written the slot
+/// counts as claimed (the token is in `claimed/`) and the recycler's own check for
+/// abandoned claims allows a new claim ten seconds to write its lease.
+#[must_use = "the lease must be written, or the recycler takes the slot back"]
+pub struct DeferredLease {
+    dir: std::path::PathBuf,
+    slot: usize,
+    lease: Lease,
+}
+
+impl DeferredLease {
+    pub fn write(self) -> Result<()> {
+        slots::write_lease(&self.dir, self.slot, &self.lease)
+    }
+}
+
+/// `claim` as the recycler serves it over its socket: it runs already (so nothing starts
+/// it), and the lease is written after the reply.
+pub fn claim_in_recycler(host: &Host, opts: &ClaimOptions) -> Result<(Claimed, DeferredLease)> {
+    let (claimed, lease) = take(host, opts, true)?;
+    Ok((claimed, lease.expect("a deferred lease")))
+}
+
+fn take(
+    host: &Host,
+    opts: &ClaimOptions,
+    in_recycler: bool,
+) -> Result<(Claimed, Option<DeferredLease>)> {
     let spec = require(host, &opts.pool)?;
     let dir = pool_dir(host, &opts.pool);
     let lease = match opts.holder {
@@ -82,16 +133,24 @@ pub fn claim(host: &Host, opts: &ClaimOptions) -> Result<Claimed> {
             if !slots::transition(&dir, *slot, State::Ready, State::Claimed)? {
                 continue; // another claimant was first
             }
-            slots::write_lease(&dir, *slot, &lease)?;
-            let name = slot_branch(&opts.pool, *slot);
+            let deferred = DeferredLease {
+                dir: dir.clone(),
+                slot: *slot,
+                lease: lease.clone(),
+            };
+            let deferred = if in_recycler {
+                Some(deferred)
+            } else {
+                deferred.write()?;
+                None
+            };
+            let name = spec.server_of(*slot);
             match records::load(&host.layout, &name)? {
                 Some(record) => {
-                    recycle::ensure_running(host, &opts.pool)?;
-                    return Ok(Claimed {
-                        pool: opts.pool.clone(),
-                        slot: *slot,
-                        record,
-                    });
+                    if !in_recycler {
+                        recycle::ensure_running(host, &opts.pool)?;
+                    }
+                    return Ok((Claimed::of(host, &spec, *slot, record)?, deferred));
                 }
                 // Its branch is gone (deleted by hand): the recycler remakes it.
                 None => {
@@ -99,7 +158,7 @@ pub fn claim(host: &Host, opts: &ClaimOptions) -> Result<Claimed> {
                 }
             }
         }
-        if !recycler_checked {
+        if !recycler_checked && !in_recycler {
             // Waiting makes sense only while something puts slots back.
             recycle::ensure_running(host, &opts.pool)?;
             recycler_checked = true;
@@ -138,7 +197,10 @@ pub fn claim(host: &Host, opts: &ClaimOptions) -> Result<Claimed> {
 
 /// The slot's connection variables, as `env` prints them, and which slot it is; and its URL.
 pub fn variables(host: &Host, claimed: &Claimed) -> (Vec<(&'static str, String)>, String) {
-    let conn = Connection::of(host, &claimed.record);
+    let mut conn = Connection::of(host, &claimed.record);
+    if let Some(a) = &claimed.account {
+        conn = conn.for_account(&a.user, &a.password, &a.database);
+    }
     let mut vars = conn.variables(claimed.record.name.as_str());
     vars.push(("DB_BRANCH_POOL", claimed.pool.to_string()));
     vars.push(("DB_BRANCH_POOL_SLOT", claimed.slot.to_string()));

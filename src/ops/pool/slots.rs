@@ -172,14 +172,28 @@ pub fn remove(pool_dir: &Path, slot: usize) -> Result<()> {
     Ok(())
 }
 
+/// Writes the lease into the claimed token its claimant just won: one write to a file that
+/// exists, with no directory change (and its journal) for the claim to wait on, and no
+/// flush (a lease means nothing once its holder is gone, as after a crash). A token that
+/// left `claimed/` meanwhile (an admin released it) is left alone. A reader that catches
+/// the write half-done sees no lease yet, as before it was written.
 pub fn write_lease(pool_dir: &Path, slot: usize, lease: &Lease) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let bytes = serde_json::to_vec(lease).expect("a lease serialises");
-    // A lease means nothing once its holder is gone, as after a crash: no flush to wait for.
-    crate::store::files::write_atomic_volatile(
-        &token(pool_dir, State::Claimed, slot),
-        &bytes,
-        0o644,
-    )
+    let path = token(pool_dir, State::Claimed, slot);
+    let mut f = match std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("writing {}", path.display())),
+    };
+    f.write_all(&bytes)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// The lease of a claimed slot; None while the claimant has not written it yet (it does
