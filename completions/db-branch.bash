@@ -1910,7 +1910,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__pool__subcmd__create)
-            opts="-y -q -h --size --baseline --buffer-pool --profile --config --json --yes --quiet --host --help"
+            opts="-y -q -h --size --baseline --buffer-pool --profile --dense --per-server --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1930,6 +1930,10 @@ _db__branch() {
                     ;;
                 --profile)
                     COMPREPLY=($(compgen -W "test durable" -- "${cur}"))
+                    return 0
+                    ;;
+                --per-server)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --config)

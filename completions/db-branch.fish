@@ -323,8 +323,10 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_see
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -l buffer-pool -d 'InnoDB buffer pool of each slot [default: mysqld.buffer_pool]' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -l profile -d 'test (fast, the default) or durable' -r -f -a "test\t'Fast: skips what only protects against a host crash (reset returns to a clean snapshot anyway). A server that dies uncleanly should be reset, not started'
 durable\t'The engine\'s crash-safe defaults'"
+complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -l per-server -d 'Slots per server of a dense pool [default: 16]' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -l config -d 'Config file [default: $DB_BRANCH_CONFIG, else /etc/db-branch/config.toml]' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -l host -d 'Run the command on another host over ssh, with the same output and exit code (its db-branch runs as fleet.remote_command; paths in arguments are that host\'s)' -r
+complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -l dense -d 'Dense slots: each a copy of the generation\'s application database, with an account of its own, inside servers shared by --per-server slots (branches NAME-s1, NAME-s2, …)'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -l json -d 'Print results as JSON on stdout'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -s y -l yes -d 'Do not ask for confirmation before destroying data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand pool; and __fish_seen_subcommand_from create" -s q -l quiet -d 'Print only errors and requested data'

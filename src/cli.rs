@@ -645,6 +645,13 @@ pub struct PoolCreateArgs {
     /// test (fast, the default) or durable
     #[arg(long, value_enum)]
     pub profile: Option<crate::config::Profile>,
+    /// Dense slots: each a copy of the generation's application database, with an account
+    /// of its own, inside servers shared by --per-server slots (branches NAME-s1, NAME-s2, …)
+    #[arg(long)]
+    pub dense: bool,
+    /// Slots per server of a dense pool [default: 16]
+    #[arg(long, value_name = "K", requires = "dense")]
+    pub per_server: Option<usize>,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@ pub mod binary;
 pub mod client;
 pub mod conn;
 pub mod databases;
+pub mod dense;
 pub mod oneoff;
 pub mod options;
 pub mod preload;
@@ -192,6 +193,34 @@ pub trait Server: Send + Sync {
         &self,
         socket: &Path,
     ) -> Result<std::collections::BTreeMap<String, schema::TableData>>;
+    /// Application database `database` as dense pool slots copy it; refuses (a usage
+    /// error saying why) what a copy inside the same server could not make exact.
+    fn dense_template(&self, socket: &Path, database: &str) -> Result<dense::DenseTemplate>;
+    /// Makes `database` a pristine copy of `template` (whose files are under `datadir`),
+    /// whatever it held.
+    fn dense_copy(
+        &self,
+        socket: &Path,
+        datadir: &Path,
+        template: &dense::DenseTemplate,
+        database: &str,
+    ) -> Result<()>;
+    /// Gives `slot`'s account every privilege on its database and nothing else.
+    fn dense_account(&self, socket: &Path, slot: &dense::DenseSlot) -> Result<()>;
+    /// Ends the sessions of account `user`.
+    fn dense_end_sessions(&self, socket: &Path, user: &str) -> Result<()>;
+    /// Swaps the pristine copy `spare` in as `slot`'s database, its tables going to
+    /// `trash`, in one atomic RENAME (see `dense::Swap` for when it cannot).
+    fn dense_swap(
+        &self,
+        socket: &Path,
+        template: &dense::DenseTemplate,
+        slot: &dense::DenseSlot,
+        spare: &str,
+        trash: &str,
+    ) -> Result<dense::Swap>;
+    /// Drops `database` if it exists.
+    fn dense_drop(&self, socket: &Path, database: &str) -> Result<()>;
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

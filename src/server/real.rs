@@ -50,6 +50,43 @@ impl RealServer {
 }
 
 impl Server for RealServer {
+    fn dense_template(&self, socket: &Path, database: &str) -> Result<super::dense::DenseTemplate> {
+        super::dense::template(socket, database)
+    }
+
+    fn dense_copy(
+        &self,
+        socket: &Path,
+        datadir: &Path,
+        template: &super::dense::DenseTemplate,
+        database: &str,
+    ) -> Result<()> {
+        super::dense::copy(socket, datadir, template, database)
+    }
+
+    fn dense_account(&self, socket: &Path, slot: &super::dense::DenseSlot) -> Result<()> {
+        super::dense::account(socket, slot)
+    }
+
+    fn dense_end_sessions(&self, socket: &Path, user: &str) -> Result<()> {
+        super::dense::end_sessions(socket, user)
+    }
+
+    fn dense_swap(
+        &self,
+        socket: &Path,
+        template: &super::dense::DenseTemplate,
+        slot: &super::dense::DenseSlot,
+        spare: &str,
+        trash: &str,
+    ) -> Result<super::dense::Swap> {
+        super::dense::swap(socket, template, slot, spare, trash)
+    }
+
+    fn dense_drop(&self, socket: &Path, database: &str) -> Result<()> {
+        super::dense::drop_database(socket, database)
+    }
+
     fn version(&self) -> Result<String> {
         self.binary.version_line()
     }

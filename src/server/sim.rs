@@ -29,6 +29,16 @@ pub struct SimServer {
     >,
     /// Redo-log flushes asked for.
     pub flushes: Mutex<usize>,
+    /// Per socket path: how often each dense database was made by a copy there.
+    pub dense:
+        Mutex<std::collections::BTreeMap<PathBuf, std::collections::BTreeMap<String, usize>>>,
+    /// Per socket path: the dense databases that exist there now.
+    pub dense_present:
+        Mutex<std::collections::BTreeMap<PathBuf, std::collections::BTreeSet<String>>>,
+    /// Swaps done.
+    pub dense_swaps: Mutex<usize>,
+    /// Set: `dense_template` refuses with this reason.
+    pub dense_refusal: Mutex<Option<String>>,
 }
 
 impl Default for SimServer {
@@ -43,11 +53,92 @@ impl Default for SimServer {
             schemas: Mutex::default(),
             data: Mutex::default(),
             flushes: Mutex::default(),
+            dense: Mutex::default(),
+            dense_present: Mutex::default(),
+            dense_swaps: Mutex::default(),
+            dense_refusal: Mutex::default(),
         }
     }
 }
 
 impl Server for SimServer {
+    fn dense_template(
+        &self,
+        _socket: &Path,
+        database: &str,
+    ) -> Result<super::dense::DenseTemplate> {
+        if let Some(why) = self.dense_refusal.lock().unwrap().clone() {
+            return Err(crate::error::usage(format!(
+                "database {database} cannot be copied into dense slots: {why}"
+            )));
+        }
+        Ok(super::dense::DenseTemplate {
+            database: database.to_string(),
+            charset: "utf8mb4".into(),
+            collation: "utf8mb4_general_ci".into(),
+            tables: vec![("t".into(), "CREATE TABLE `t` (id INT PRIMARY KEY)".into())],
+            foreign_keys: false,
+        })
+    }
+
+    fn dense_copy(
+        &self,
+        socket: &Path,
+        _datadir: &Path,
+        _template: &super::dense::DenseTemplate,
+        database: &str,
+    ) -> Result<()> {
+        *self
+            .dense
+            .lock()
+            .unwrap()
+            .entry(socket.to_path_buf())
+            .or_default()
+            .entry(database.to_string())
+            .or_default() += 1;
+        self.dense_present
+            .lock()
+            .unwrap()
+            .entry(socket.to_path_buf())
+            .or_default()
+            .insert(database.to_string());
+        Ok(())
+    }
+
+    fn dense_account(&self, _socket: &Path, _slot: &super::dense::DenseSlot) -> Result<()> {
+        Ok(())
+    }
+
+    fn dense_end_sessions(&self, _socket: &Path, _user: &str) -> Result<()> {
+        Ok(())
+    }
+
+    fn dense_swap(
+        &self,
+        socket: &Path,
+        _template: &super::dense::DenseTemplate,
+        slot: &super::dense::DenseSlot,
+        spare: &str,
+        trash: &str,
+    ) -> Result<super::dense::Swap> {
+        let mut present = self.dense_present.lock().unwrap();
+        let dbs = present.entry(socket.to_path_buf()).or_default();
+        if !dbs.remove(spare) {
+            return Ok(super::dense::Swap::NoSpare);
+        }
+        dbs.insert(slot.database.clone());
+        dbs.insert(trash.to_string());
+        *self.dense_swaps.lock().unwrap() += 1;
+        Ok(super::dense::Swap::Swapped)
+    }
+
+    fn dense_drop(&self, socket: &Path, database: &str) -> Result<()> {
+        if let Some(dbs) = self.dense_present.lock().unwrap().get_mut(socket) {
+            dbs.remove(database);
+        }
+        Ok(())
+    }
+
     fn version(&self) -> Result<String> {
         Ok("sim 1.0".into())
     }

@@ -12,6 +12,8 @@ pub fn run(host: &Host, args: &PoolCreateArgs) -> Result<()> {
             baseline: args.baseline,
             profile: args.profile,
             buffer_pool: args.buffer_pool,
+            dense: args.dense,
+            per_server: args.per_server,
         },
     )?;
     if !report.refused.is_empty() {

@@ -59,11 +59,6 @@ impl Connection {
             "" => addr.to_string(),
             a => a.to_string(),
         };
-        let host_part = if reach.contains(':') {
-            format!("[{reach}]")
-        } else {
-            reach.clone()
-        };
         let user = &host.config.client.user;
         // The branch's own password; a branch made before db-branch kept one (and not
         // started since) still has the configured one.
@@ -71,36 +66,59 @@ impl Connection {
             .ok()
             .flatten();
         let password = own.as_ref().unwrap_or(&host.config.client.password);
-        let credentials = if password.is_empty() {
-            utf8_percent_encode(user, NON_ALPHANUMERIC).to_string()
-        } else {
-            format!(
-                "{}:{}",
-                utf8_percent_encode(user, NON_ALPHANUMERIC),
-                utf8_percent_encode(password, NON_ALPHANUMERIC)
-            )
-        };
         let ssl_ca = crate::store::tls::needed(addr).then(|| host.layout.tls_ca_cert());
         let database = resolved.database.as_ref().map(|d| d.to_string());
-        let path = database.as_deref().map(url_escape).unwrap_or_default();
-        Connection {
+        let mut conn = Connection {
             host: reach,
             port: record.port,
             socket: host.layout.socket(&record.name),
             user: user.clone(),
             password: password.clone(),
-            url: match &ssl_ca {
-                Some(ca) => format!(
-                    "mysql://{credentials}@{host_part}:{}/{path}?ssl-mode=VERIFY_IDENTITY&ssl-ca={}",
-                    record.port,
-                    utf8_percent_encode(&ca.display().to_string(), NON_ALPHANUMERIC)
-                ),
-                None => format!("mysql://{credentials}@{host_part}:{}/{path}", record.port),
-            },
+            url: String::new(),
             ssl_ca,
             database,
             client: host.server.client_program(),
             server: record.server,
+        };
+        conn.url = conn.make_url();
+        conn
+    }
+
+    /// The same server reached as another account, pointed at `database` (a dense pool
+    /// slot's).
+    pub fn for_account(mut self, user: &str, password: &str, database: &str) -> Connection {
+        self.user = user.to_string();
+        self.password = password.to_string();
+        self.database = Some(database.to_string());
+        self.url = self.make_url();
+        self
+    }
+
+    /// `mysql://USER:PASSWORD@HOST:PORT/DATABASE`, with the CA to verify against when the
+    /// server requires TLS.
+    fn make_url(&self) -> String {
+        let credentials = if self.password.is_empty() {
+            utf8_percent_encode(&self.user, NON_ALPHANUMERIC).to_string()
+        } else {
+            format!(
+                "{}:{}",
+                utf8_percent_encode(&self.user, NON_ALPHANUMERIC),
+                utf8_percent_encode(&self.password, NON_ALPHANUMERIC)
+            )
+        };
+        let host_part = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        let path = self.database.as_deref().map(url_escape).unwrap_or_default();
+        match &self.ssl_ca {
+            Some(ca) => format!(
+                "mysql://{credentials}@{host_part}:{}/{path}?ssl-mode=VERIFY_IDENTITY&ssl-ca={}",
+                self.port,
+                utf8_percent_encode(&ca.display().to_string(), NON_ALPHANUMERIC)
+            ),
+            None => format!("mysql://{credentials}@{host_part}:{}/{path}", self.port),
         }
     }
 

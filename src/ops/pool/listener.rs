@@ -6,7 +6,7 @@
 //! closes — the claimant released it, exited or crashed — which needs no pid and no lease
 //! polling, and works alike for root and for users of db-branchd.
 
-use super::claim::{self, Holder};
+use super::claim::{self, DeferredLease, Holder};
 use super::protocol::{write_line, Env, Reply, Request, MAX_LINE};
 use super::slots::ConnectionLease;
 use super::{pool_dir, socket_file, PoolName};
@@ -92,6 +92,14 @@ pub fn wake(host: &Host, pool: &PoolName) {
     let _ = std::fs::remove_file(&path);
 }
 
+/// Work a reply leaves for after it is sent.
+enum After<'a> {
+    /// A claimed slot's lease, to write.
+    Lease(DeferredLease),
+    /// A reset dense slot's next spare, to make.
+    Refill(super::dense::Refill<'a>),
+}
+
 struct Connection<'a> {
     host: &'a Host,
     pool: &'a PoolName,
@@ -100,7 +108,7 @@ struct Connection<'a> {
     held: Option<usize>,
 }
 
-impl Connection<'_> {
+impl<'a> Connection<'a> {
     fn serve(&mut self, stream: UnixStream, stop: &AtomicBool) -> Result<()> {
         let peer = peer_of(&stream)?;
         stream.set_read_timeout(Some(STOP_POLL))?;
@@ -136,24 +144,38 @@ impl Connection<'_> {
                 }
                 Err(e) => return Err(e).context("reading a request"),
             }
-            let reply = match serde_json::from_slice::<Request>(&line) {
+            let (reply, after) = match serde_json::from_slice::<Request>(&line) {
                 Ok(request) => self.answer(&peer, request),
-                Err(e) => Reply::failed(
-                    EXIT_USAGE,
-                    format!("not a request ({e}); see docs/pools.md, \"The claim protocol\""),
+                Err(e) => (
+                    Reply::failed(
+                        EXIT_USAGE,
+                        format!("not a request ({e}); see docs/pools.md, \"The claim protocol\""),
+                    ),
+                    None,
                 ),
             };
             line.clear();
             write_line(&mut writer, &reply)?;
+            // After the reply: the claimant need not wait for it.
+            match after {
+                Some(After::Lease(lease)) => lease.write()?,
+                Some(After::Refill(refill)) => refill.run()?,
+                None => {}
+            }
         }
     }
 
-    fn answer(&mut self, peer: &Caller, request: Request) -> Reply {
+    /// The reply, and what is left to do once it is sent.
+    fn answer(&mut self, peer: &Caller, request: Request) -> (Reply, Option<After<'a>>) {
         self.try_answer(peer, request)
-            .unwrap_or_else(|e| Reply::of_error(&e))
+            .unwrap_or_else(|e| (Reply::of_error(&e), None))
     }
 
-    fn try_answer(&mut self, peer: &Caller, request: Request) -> Result<Reply> {
+    fn try_answer(
+        &mut self,
+        peer: &Caller,
+        request: Request,
+    ) -> Result<(Reply, Option<After<'a>>)> {
         // As db-branchd would for `pool claim`: the users group, admins and root.
         peer.check_role(&self.host.config.access, Role::User)?;
         match request {
@@ -181,7 +203,7 @@ impl Connection<'_> {
                         client_pid: peer.pid.unwrap_or_default(),
                     }),
                 };
-                let claimed = claim::claim(
+                let (claimed, lease) = claim::claim_in_recycler(
                     self.host,
                     &claim::ClaimOptions {
                         pool: self.pool.clone(),
@@ -193,27 +215,34 @@ impl Connection<'_> {
                 if holder_pid.is_none() {
                     self.held = Some(claimed.slot);
                 }
-                Ok(reply_for(self.host, &claimed))
+                Ok((reply_for(self.host, &claimed), Some(After::Lease(lease))))
             }
             Request::Reset => {
                 let slot = self.holding("reset")?;
-                let name = super::slot_branch(self.pool, slot);
-                reset(self.host, &ResetOptions::named(name.clone()))?;
+                let spec = super::require(self.host, self.pool)?;
+                let name = spec.server_of(slot);
+                let after = if spec.dense.is_some() {
+                    Some(After::Refill(super::dense::reset_slot(
+                        self.host, &spec, slot,
+                    )?))
+                } else {
+                    reset(self.host, &ResetOptions::named(name.clone()))?;
+                    None
+                };
                 let record = crate::store::records::load(&self.host.layout, &name)?
                     .with_context(|| format!("slot {slot}'s branch {name} is gone"))?;
-                Ok(reply_for(
-                    self.host,
-                    &claim::Claimed {
-                        pool: self.pool.clone(),
-                        slot,
-                        record,
-                    },
+                Ok((
+                    reply_for(
+                        self.host,
+                        &claim::Claimed::of(self.host, &spec, slot, record)?,
+                    ),
+                    after,
                 ))
             }
             Request::Release => {
                 self.holding("release")?;
                 self.close();
-                Ok(Reply::done())
+                Ok((Reply::done(), None))
             }
         }
     }
@@ -326,6 +355,18 @@ mod tests {
         }
     }
 
+    /// Slot 1's status row once its lease is written (within 2 s).
+    fn lease_written(host: &Host, pool: &PoolName) -> super::super::manage::SlotRow {
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            let row = status(host, pool).unwrap().slots[0].clone();
+            if row.lease.is_some() || std::time::Instant::now() >= deadline {
+                return row;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// A sim pool `pool` of `size` slots whose listener serves while `body` runs (given the
     /// host, the pool and its socket); stopped and woken after it.
     fn serving(pool: &str, size: usize, body: impl FnOnce(&Host, &PoolName, &std::path::Path)) {
@@ -345,17 +386,27 @@ mod tests {
                 baseline: None,
                 profile: None,
                 buffer_pool: None,
+                dense: false,
+                per_server: None,
             },
         )
         .unwrap();
         let listener = bind(host, &pool).unwrap();
         let socket = socket_file(&pool_dir(host, &pool));
         let stop = AtomicBool::new(false);
+        // Stops the listener however `body` ends: a failed assertion must fail the test,
+        // not leave the scope joining a listener that serves on.
+        struct StopOnDrop<'a>(&'a Host, &'a PoolName, &'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.2.store(true, Ordering::Relaxed);
+                wake(self.0, self.1);
+            }
+        }
         std::thread::scope(|s| {
             s.spawn(|| serve(host, &pool, &listener, &stop));
+            let _stop = StopOnDrop(host, &pool, &stop);
             body(host, &pool, &socket);
-            stop.store(true, Ordering::Relaxed);
-            wake(host, &pool);
         });
         assert!(!socket.exists(), "the socket goes with its recycler");
     }
@@ -370,7 +421,8 @@ mod tests {
             assert_eq!(got.env.get("DB_BRANCH_POOL_SLOT"), Some("1"));
             assert_eq!(got.env.get("DB_BRANCH_POOL"), Some("ci"));
             assert!(got.url().starts_with("mysql://"), "{got:?}");
-            let row = status(host, pool).unwrap().slots[0].clone();
+            // The lease is written just after the reply, so the claim need not wait for it.
+            let row = lease_written(host, pool);
             assert_eq!(row.lease, Some(LeaseKind::Connection));
             assert_eq!(
                 row.holder,
@@ -432,7 +484,7 @@ mod tests {
             drop(c);
             std::thread::sleep(Duration::from_millis(100));
             assert_eq!(state_of(host, pool, 1), State::Claimed);
-            let row = status(host, pool).unwrap().slots[0].clone();
+            let row = lease_written(host, pool);
             assert_eq!(row.lease, Some(LeaseKind::Process));
         });
     }

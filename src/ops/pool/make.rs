@@ -3,7 +3,7 @@
 //! recycler when a slot has gone missing.
 
 use super::{slot_branch, PoolSpec, POOL_LABEL};
-use crate::branch::ExpiryRequest;
+use crate::branch::{BranchName, ExpiryRequest};
 use crate::branch::{Label, Protection};
 use crate::error::{Error, Kind};
 use crate::host::Host;
@@ -14,7 +14,12 @@ use anyhow::Result;
 
 /// Makes slot `n` of a pool: an ordinary branch, labelled, protected, never expiring.
 pub fn make_slot(host: &Host, spec: &PoolSpec, n: usize) -> Result<()> {
-    let name = slot_branch(&spec.name, n);
+    make_branch(host, spec, &slot_branch(&spec.name, n))
+}
+
+/// Makes branch `name` of a pool (a slot's, or a dense server's) as `make_slot` says.
+pub fn make_branch(host: &Host, spec: &PoolSpec, name: &BranchName) -> Result<()> {
+    let name = name.clone();
     let is_ours =
         |r: &crate::branch::BranchRecord| r.labels.get(POOL_LABEL) == Some(&spec.name.to_string());
     if let Some(other) = records::load(&host.layout, &name)?.filter(|r| !is_ours(r)) {

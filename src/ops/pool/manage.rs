@@ -27,6 +27,9 @@ pub struct PoolOptions {
     pub baseline: Option<Generation>,
     pub profile: Option<Profile>,
     pub buffer_pool: Option<ByteSize>,
+    /// `--dense`: slots are databases in shared servers, `per_server` (default 16) each.
+    pub dense: bool,
+    pub per_server: Option<usize>,
 }
 
 /// One slot as `pool status` shows it.
@@ -41,6 +44,23 @@ pub struct SlotRow {
     /// What ends the claim: the holder process's exit, or its connection to the socket.
     pub lease: Option<LeaseKind>,
     pub claimed_at: Option<DateTime<Utc>>,
+    /// A dense slot's database (its server is `branch`, shared with other slots).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
+}
+
+/// One server of a dense pool.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerRow {
+    pub branch: String,
+    pub port: Option<u16>,
+    /// Its slots, first to last.
+    pub slots: Vec<usize>,
+    /// What the memory guard holds for it once warm (buffer pool and allowance), bytes:
+    /// the whole server's, however many slots it holds.
+    pub memory_bytes: Option<u64>,
+    /// What its server holds now (resident), bytes; None when it is not running.
+    pub rss_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -71,6 +91,11 @@ pub struct PoolReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusal: Option<String>,
     pub slots: Vec<SlotRow>,
+    /// Dense pools: slots per server, and the servers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_server: Option<usize>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<ServerRow>,
 }
 
 fn pool_lock(host: &Host, pool: &PoolName) -> Result<locks::LockGuard> {
@@ -96,11 +121,42 @@ fn fill(
     let missing: Vec<usize> = (1..=spec.size)
         .filter(|n| !existing.contains_key(n))
         .collect();
-    let queue = Mutex::new(
-        missing
+    if let Some(d) = &spec.dense {
+        // A unit of work is a server and every missing slot it holds.
+        let mut servers: Vec<usize> = missing.iter().map(|s| d.server_index(*s)).collect();
+        servers.dedup();
+        let units = servers
             .into_iter()
-            .collect::<std::collections::VecDeque<_>>(),
-    );
+            .map(|k| (k, d.slots_of(k, spec.size).collect()))
+            .collect();
+        return make_in_parallel(spec, "servers", units, |k, slots_of| {
+            super::dense::make_server(host, spec, k)?;
+            for n in slots_of {
+                if !slots::all(dir)?.contains_key(n) {
+                    slots::add(dir, *n, State::Ready)?;
+                }
+            }
+            Ok(())
+        });
+    }
+    let units = missing.into_iter().map(|n| (n, vec![n])).collect();
+    make_in_parallel(spec, "slots", units, |n, _| {
+        make_slot(host, spec, n)?;
+        slots::add(dir, n, State::Ready)
+    })
+}
+
+/// Runs `make` over `units` (a unit and the slots it makes), as many at a time as the
+/// host has cores (at most 8). A unit the memory guard refuses refuses its slots, and the
+/// units after a refusal or a failure are not tried: returns the refused slots and the
+/// guard's reason, or the first failure.
+fn make_in_parallel(
+    spec: &PoolSpec,
+    what: &str,
+    units: Vec<(usize, Vec<usize>)>,
+    make: impl Fn(usize, &[usize]) -> Result<()> + Sync,
+) -> Result<(Vec<usize>, Option<String>)> {
+    let queue = Mutex::new(std::collections::VecDeque::from(units));
     let refused = Mutex::new((Vec::new(), None::<String>));
     let failed = Mutex::new(None::<anyhow::Error>);
     let jobs = std::thread::available_parallelism()
@@ -109,21 +165,20 @@ fn fill(
     std::thread::scope(|s| {
         for _ in 0..jobs {
             s.spawn(|| loop {
-                let Some(n) = queue.lock().unwrap().pop_front() else {
+                let Some((unit, slots_of)) = queue.lock().unwrap().pop_front() else {
                     return;
                 };
                 let mut r = refused.lock().unwrap();
                 if r.1.is_some() || failed.lock().unwrap().is_some() {
-                    // After a refusal or a failure the rest are not tried.
-                    r.0.push(n);
+                    r.0.extend(slots_of);
                     continue;
                 }
                 drop(r);
-                match make_slot(host, spec, n).and_then(|()| slots::add(dir, n, State::Ready)) {
+                match make(unit, &slots_of) {
                     Ok(()) => {}
                     Err(e) if crate::report::classify(&e).0 == Kind::Refused => {
                         let mut r = refused.lock().unwrap();
-                        r.0.push(n);
+                        r.0.extend(slots_of);
                         r.1.get_or_insert_with(|| crate::report::chain_text(&e));
                     }
                     Err(e) => {
@@ -135,7 +190,7 @@ fn fill(
     });
     if let Some(e) = failed.into_inner().unwrap() {
         return Err(e.context(format!(
-            "making the slots of pool {} (run the command again to finish, or `db-branch \
+            "making the {what} of pool {} (run the command again to finish, or `db-branch \
              pool delete {}`)",
             spec.name, spec.name
         )));
@@ -143,6 +198,28 @@ fn fill(
     let (mut refused, why) = refused.into_inner().unwrap();
     refused.sort_unstable();
     Ok((refused, why))
+}
+
+/// The dense spec `opts` asks for, or None.
+fn dense_spec(host: &Host, opts: &PoolOptions) -> Result<Option<super::dense::DenseSpec>> {
+    if !opts.dense {
+        if opts.per_server.is_some() {
+            return Err(usage("--per-server goes with --dense"));
+        }
+        return Ok(None);
+    }
+    let gen = match opts.baseline {
+        Some(g) => g,
+        None => host.storage.baselines()?.last().copied().ok_or_else(|| {
+            Error::new(
+                Kind::NotFound,
+                "there is no baseline to make the pool's slots of",
+            )
+            .hint("make one with `db-branch baseline create` or `db-branch bake`")
+        })?,
+    };
+    let databases = host.storage.generation_databases(gen).unwrap_or_default();
+    super::dense::plan(&databases, opts.per_server).map(Some)
 }
 
 pub fn create_pool(host: &Host, opts: &PoolOptions) -> Result<PoolReport> {
@@ -155,15 +232,25 @@ pub fn create_pool(host: &Host, opts: &PoolOptions) -> Result<PoolReport> {
     host.storage.open()?;
     let _lock = pool_lock(host, &opts.name)?;
     let dir = pool_dir(host, &opts.name);
+    let dense = dense_spec(host, opts)?;
+    let existed = load_spec(&dir)?.is_some();
     let spec = match load_spec(&dir)? {
         Some(existing) => {
-            if existing.size != opts.size || existing.baseline != opts.baseline {
+            if existing.size != opts.size
+                || existing.baseline != opts.baseline
+                || existing.dense.is_some() != dense.is_some()
+                || (opts.per_server.is_some() && existing.dense != dense)
+            {
                 return Err(Error::new(
                     Kind::Usage,
                     format!(
-                        "pool {} exists with {} slot(s) of baseline {}",
+                        "pool {} exists with {} {}slot(s) of baseline {}",
                         opts.name,
                         existing.size,
+                        existing.dense.as_ref().map_or(String::new(), |d| format!(
+                            "dense ({} per server) ",
+                            d.per_server
+                        )),
                         existing.baseline.map_or("newest".into(), |g| g.to_string())
                     ),
                 )
@@ -183,13 +270,30 @@ pub fn create_pool(host: &Host, opts: &PoolOptions) -> Result<PoolReport> {
                 profile: opts.profile,
                 buffer_pool: opts.buffer_pool,
                 created: host.clock.now(),
+                dense,
             };
             slots::prepare(&dir)?;
             save_spec(&dir, &spec)?;
             spec
         }
     };
-    let (refused, refusal) = fill(host, &spec, &dir)?;
+    let (refused, refusal) = match fill(host, &spec, &dir) {
+        Ok(r) => r,
+        // A pool this command began that cannot be made as asked (a template dense slots
+        // cannot copy, a branch of another's in the way) goes again: nothing half-made is
+        // left. Other failures keep what was made for a second run to finish.
+        Err(e) if !existed && crate::report::classify(&e).0 == Kind::Usage => {
+            if let Err(undo) = discard_all(host, &spec, &dir) {
+                return Err(e.context(format!(
+                    "and removing pool {} again failed: {}",
+                    spec.name,
+                    crate::report::chain_text(&undo)
+                )));
+            }
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     recycle::ensure_running(host, &spec.name)?;
     let mut report = status(host, &spec.name)?;
     report.refused = refused;
@@ -206,6 +310,17 @@ pub fn resize(host: &Host, pool: &PoolName, size: usize) -> Result<PoolReport> {
     host.storage.open()?;
     let _lock = pool_lock(host, pool)?;
     let mut spec = require(host, pool)?;
+    if spec.dense.is_some() && size != spec.size {
+        return Err(Error::new(
+            Kind::Usage,
+            format!("pool {pool} is dense: its size cannot change in place yet"),
+        )
+        .hint(format!(
+            "delete it and make it again: `db-branch --yes pool delete {pool}` then `db-branch \
+             pool create {pool} --size {size} --dense`"
+        ))
+        .into());
+    }
     let dir = pool_dir(host, pool);
     spec.size = size;
     save_spec(&dir, &spec)?;
@@ -259,22 +374,32 @@ pub fn delete_pool(host: &Host, pool: &PoolName) -> Result<bool> {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let mut numbers: Vec<usize> = slots::all(&dir)?.into_keys().collect();
+    discard_all(host, &spec, &dir)?;
+    Ok(true)
+}
+
+/// Every branch of the pool (its slots', or its dense servers'), its tokens and its
+/// directory. The recycler must not run.
+fn discard_all(host: &Host, spec: &PoolSpec, dir: &std::path::Path) -> Result<()> {
+    let pool = &spec.name;
+    let mut numbers: Vec<usize> = slots::all(dir)?.into_keys().collect();
     numbers.extend(1..=spec.size);
     numbers.sort_unstable();
     numbers.dedup();
-    for n in numbers {
-        let name = slot_branch(pool, n);
+    let mut branches: Vec<_> = numbers.iter().map(|n| spec.server_of(*n)).collect();
+    branches.dedup();
+    for name in branches {
         let _lock = host.branch_lock(&name)?;
         let ours = records::load(&host.layout, &name)?
             .is_some_and(|r| r.labels.get(POOL_LABEL) == Some(&pool.to_string()));
         if ours {
             crate::ops::branch::discard::discard(host, &name)?;
         }
-        slots::remove(&dir, n)?;
     }
-    std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
-    Ok(true)
+    for n in numbers {
+        slots::remove(dir, n)?;
+    }
+    std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))
 }
 
 pub fn status(host: &Host, pool: &PoolName) -> Result<PoolReport> {
@@ -282,9 +407,24 @@ pub fn status(host: &Host, pool: &PoolName) -> Result<PoolReport> {
     let dir = pool_dir(host, pool);
     let states = slots::all(&dir)?;
     let mut rows = Vec::new();
+    let mut servers: Vec<ServerRow> = Vec::new();
     for (&slot, &state) in &states {
-        let name = slot_branch(pool, slot);
+        let name = spec.server_of(slot);
         let record = records::load(&host.layout, &name)?;
+        if spec.dense.is_some() {
+            match servers.last_mut() {
+                Some(s) if s.branch == name.as_str() => s.slots.push(slot),
+                _ => servers.push(ServerRow {
+                    branch: name.to_string(),
+                    port: record.as_ref().map(|r| r.port),
+                    slots: vec![slot],
+                    memory_bytes: record
+                        .as_ref()
+                        .map(|r| crate::ops::branch::budget::ceiling(host, r).total()),
+                    rss_bytes: crate::ops::branch::unit::server_rss(host, &name),
+                }),
+            }
+        }
         let lease = (state == State::Claimed)
             .then(|| slots::lease(&dir, slot))
             .flatten();
@@ -299,6 +439,7 @@ pub fn status(host: &Host, pool: &PoolName) -> Result<PoolReport> {
                 None => LeaseKind::Process,
             }),
             claimed_at: lease.map(|l| l.claimed_at),
+            database: spec.dense.as_ref().map(|d| d.slot_database(slot)),
         });
     }
     let count = |s: State| states.values().filter(|v| **v == s).count();
@@ -314,6 +455,8 @@ pub fn status(host: &Host, pool: &PoolName) -> Result<PoolReport> {
         refused: Vec::new(),
         refusal: None,
         slots: rows,
+        per_server: spec.dense.as_ref().map(|d| d.per_server),
+        servers,
     })
 }
 
@@ -339,6 +482,8 @@ mod tests {
             baseline: None,
             profile: None,
             buffer_pool: None,
+            dense: false,
+            per_server: None,
         }
     }
 
@@ -474,5 +619,129 @@ mod tests {
         create(&sim.host, &CreateOptions::named("ci-1".parse().unwrap())).unwrap();
         let e = create_pool(&sim.host, &opts("ci", 2)).unwrap_err();
         assert!(format!("{e:#}").contains("not a slot of pool ci"), "{e:#}");
+    }
+
+    fn dense(name: &str, size: usize, per_server: usize) -> PoolOptions {
+        PoolOptions {
+            dense: true,
+            per_server: Some(per_server),
+            ..opts(name, size)
+        }
+    }
+
+    #[test]
+    fn dense_slots_share_servers_and_each_has_its_own_database_and_account() {
+        let sim = sim_host();
+        let report = create_pool(&sim.host, &dense("ci", 5, 2)).unwrap();
+        assert_eq!((report.ready, report.per_server), (5, Some(2)));
+        let servers: Vec<_> = report
+            .servers
+            .iter()
+            .map(|s| (s.branch.as_str(), s.slots.clone()))
+            .collect();
+        assert_eq!(
+            servers,
+            [
+                ("ci-s1", vec![1, 2]),
+                ("ci-s2", vec![3, 4]),
+                ("ci-s3", vec![5])
+            ]
+        );
+        assert!(report.servers.iter().all(|s| s.memory_bytes.is_some()));
+        assert_eq!(report.slots[3].database.as_deref(), Some("shop_4"));
+        assert_eq!(report.slots[3].branch, "ci-s2");
+        // One copy of each slot's database in its own server, and one for its spare (built
+        // aside, moved in whole); each server checkpointed.
+        let copies = sim.server.dense.lock().unwrap().clone();
+        let s2 = sim.host.layout.socket(&"ci-s2".parse().unwrap());
+        assert_eq!(
+            copies[&s2]
+                .iter()
+                .map(|(d, n)| (d.as_str(), *n))
+                .collect::<Vec<_>>(),
+            [
+                ("dbb_fill_3", 1),
+                ("dbb_fill_4", 1),
+                ("shop_3", 1),
+                ("shop_4", 1)
+            ]
+        );
+        let present = sim.server.dense_present.lock().unwrap().clone();
+        assert_eq!(
+            present[&s2].iter().map(String::as_str).collect::<Vec<_>>(),
+            ["dbb_spare_3", "dbb_spare_4", "shop_3", "shop_4"]
+        );
+        let r = records::load(&sim.host.layout, &"ci-s3".parse().unwrap())
+            .unwrap()
+            .unwrap();
+        assert!(r
+            .checkpoints
+            .iter()
+            .any(|c| c.tag == super::super::dense::checkpoint_tag()));
+        // A claim names the slot's database and account, with a password of its own.
+        let a = claim_for(&sim.host, "ci", std::process::id()).unwrap();
+        let b = claim_for(&sim.host, "ci", std::process::id()).unwrap();
+        let (vars, url) = super::super::claim::variables(&sim.host, &a);
+        let var = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+        assert_eq!(var("MYSQL_USER").as_deref(), Some("dbb_slot1"));
+        assert_eq!(var("DB_DATABASE").as_deref(), Some("shop_1"));
+        assert!(url.ends_with("/shop_1"), "{url}");
+        let (other, _) = super::super::claim::variables(&sim.host, &b);
+        let pw =
+            |v: &Vec<(&str, String)>| v.iter().find(|(n, _)| *n == "MYSQL_PWD").unwrap().1.clone();
+        assert_ne!(pw(&vars), pw(&other));
+        assert_eq!(pw(&vars).len(), 32);
+        // A reset swaps that slot's spare in (no copy on the claimant's clock), then makes
+        // the next spare; the neighbour is untouched; the password stays.
+        let pool: PoolName = "ci".parse().unwrap();
+        release(&sim.host, &pool, a.slot).unwrap();
+        let spec = require(&sim.host, &pool).unwrap();
+        let swaps = *sim.server.dense_swaps.lock().unwrap();
+        let refill = super::super::dense::reset_slot(&sim.host, &spec, a.slot).unwrap();
+        assert_eq!(*sim.server.dense_swaps.lock().unwrap(), swaps + 1);
+        let s1 = sim.host.layout.socket(&"ci-s1".parse().unwrap());
+        assert!(!sim.server.dense_present.lock().unwrap()[&s1].contains("dbb_spare_1"));
+        refill.run().unwrap();
+        let present = sim.server.dense_present.lock().unwrap()[&s1].clone();
+        assert_eq!(
+            present.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["dbb_spare_1", "dbb_spare_2", "shop_1", "shop_2"],
+            "the trash dropped, a new spare made"
+        );
+        let copies = sim.server.dense.lock().unwrap().clone();
+        assert_eq!(copies[&s1]["shop_1"], 1);
+        assert_eq!(copies[&s1]["dbb_fill_1"], 2);
+        assert_eq!(copies[&s1]["dbb_fill_2"], 1);
+        let again = claim_for(&sim.host, "ci", std::process::id());
+        let _ = again;
+        let (vars2, _) = super::super::claim::variables(&sim.host, &a);
+        assert_eq!(pw(&vars), pw(&vars2));
+        // Dense pools do not resize in place yet, and say what to do.
+        let e = resize(&sim.host, &pool, 7).unwrap_err();
+        assert!(format!("{e:#}").contains("is dense"), "{e:#}");
+        assert!(delete_pool(&sim.host, &pool).unwrap());
+        assert!(records::list(&sim.host.layout).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_template_dense_slots_cannot_copy_is_refused_and_leaves_nothing() {
+        let sim = sim_host();
+        *sim.server.dense_refusal.lock().unwrap() = Some("it has events".into());
+        let e = create_pool(&sim.host, &dense("ci", 2, 2)).unwrap_err();
+        assert_eq!(crate::report::exit_code(&e), 2, "{e:#}");
+        assert!(format!("{e:#}").contains("it has events"), "{e:#}");
+        assert!(records::list(&sim.host.layout).unwrap().is_empty());
+        let e = create_pool(
+            &sim.host,
+            &PoolOptions {
+                per_server: Some(2),
+                ..opts("cj", 2)
+            },
+        )
+        .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("--per-server goes with --dense"),
+            "{e:#}"
+        );
     }
 }

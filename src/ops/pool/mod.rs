@@ -11,6 +11,8 @@
 //! as the claimant's connection).
 
 pub mod claim;
+pub mod dense;
+pub mod dense_spec;
 pub mod listener;
 pub mod make;
 pub mod manage;
@@ -48,6 +50,19 @@ pub struct PoolSpec {
     pub profile: Option<Profile>,
     pub buffer_pool: Option<ByteSize>,
     pub created: DateTime<Utc>,
+    /// Dense slots: databases inside shared servers (None: a server per slot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense: Option<dense_spec::DenseSpec>,
+}
+
+impl PoolSpec {
+    /// The branch whose server serves slot `n`: its own, or the dense server it shares.
+    pub fn server_of(&self, n: usize) -> BranchName {
+        match &self.dense {
+            None => slot_branch(&self.name, n),
+            Some(d) => dense_spec::server_branch(&self.name, d.server_index(n)),
+        }
+    }
 }
 
 /// The branch serving slot `n` of `pool`.

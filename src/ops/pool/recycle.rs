@@ -69,7 +69,9 @@ pub fn keep_recycling(host: &Host, pool: &PoolName, dir: &Path) -> Result<()> {
         };
         let waiting = slots::in_state(&dir, State::Recycling)?;
         let worked = !waiting.is_empty();
-        recycle_all(host, &spec, &dir, waiting);
+        if worked {
+            recycle_all(host, &spec, &dir, waiting);
+        }
         if leases_checked.elapsed() >= Duration::from_millis(250) {
             reclaim_abandoned(host, &dir)?;
             leases_checked = Instant::now();
@@ -117,6 +119,13 @@ fn recycle_all(host: &Host, spec: &PoolSpec, dir: &Path, waiting: Vec<usize>) {
 
 /// Resets (or remakes, or retires) one released slot and puts it back as ready.
 fn recycle_one(host: &Host, spec: &PoolSpec, dir: &Path, slot: usize) -> Result<()> {
+    if spec.dense.is_some() {
+        // Its copy alone; the server's other slots keep serving. Ready as soon as it is
+        // pristine; its next spare is made after.
+        let refill = super::dense::reset_slot(host, spec, slot)?;
+        slots::transition(dir, slot, State::Recycling, State::Ready)?;
+        return refill.run();
+    }
     let name = slot_branch(&spec.name, slot);
     if slot > spec.size {
         // The pool shrank while this slot was out.
@@ -161,7 +170,7 @@ fn reclaim_abandoned(host: &Host, dir: &Path) -> Result<()> {
 /// recycled before anyone claims them.
 fn recycle_dead_servers(host: &Host, spec: &PoolSpec, dir: &Path) -> Result<()> {
     for slot in slots::in_state(dir, State::Ready)? {
-        let name = slot_branch(&spec.name, slot);
+        let name = spec.server_of(slot);
         let up = records::load(&host.layout, &name)?.is_some()
             && host.services.state(&launch(host, &name))?.is_up();
         if !up && slots::transition(dir, slot, State::Ready, State::Recycling)? {

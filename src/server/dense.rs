@@ -1,0 +1,441 @@
+//! Dense pool slots inside one server: an application database copied under another name
+//! (its tables created, their tablespaces discarded, the template's `.ibd`/`.cfg` files —
+//! exported by `FLUSH TABLES … FOR EXPORT` — reflinked in and imported), and an account
+//! that reaches only that copy. The template is the generation's own database in the same
+//! server, which no slot account can reach, so it stays as the generation made it.
+
+use super::conn;
+use crate::error::{Error, Kind};
+use crate::sql::{quote, sql_string};
+use anyhow::{Context, Result};
+use mysql::prelude::Queryable;
+use std::os::unix::fs::{chown, MetadataExt};
+use std::path::Path;
+
+/// An application database as dense slots copy it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DenseTemplate {
+    pub database: String,
+    pub charset: String,
+    pub collation: String,
+    /// (table, its `CREATE TABLE` statement), by name.
+    pub tables: Vec<(String, String)>,
+    /// Whether its tables have foreign keys (among themselves: others are refused).
+    pub foreign_keys: bool,
+}
+
+/// One slot's copy: its database and the account that reaches only it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DenseSlot {
+    pub database: String,
+    pub user: String,
+    pub password: String,
+}
+
+/// Names whose file names are the names themselves (the server encodes others), so the
+/// template's files can be found by name and a grant's pattern escaped exactly.
+pub fn plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$')
+}
+
+/// Refuses a template a copy inside the same server cannot make exact (Kind::Usage).
+fn refuse(database: &str, why: String) -> anyhow::Error {
+    Error::new(
+        Kind::Usage,
+        format!("database {database} cannot be copied into dense slots: {why}"),
+    )
+    .hint("make the pool without --dense (a server per slot copies everything)")
+    .into()
+}
+
+pub fn template(socket: &Path, database: &str) -> Result<DenseTemplate> {
+    if !plain_name(database) {
+        return Err(refuse(
+            database,
+            "its name has characters the server encodes in file names (letters, digits, `_` \
+             and `$` only)"
+                .into(),
+        ));
+    }
+    let mut c = conn::admin(socket)?;
+    let schema: Option<(String, String)> = c
+        .exec_first(
+            "SELECT DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME \
+             FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+            (database,),
+        )
+        .context("reading the template database")?;
+    let Some((charset, collation)) = schema else {
+        return Err(Error::new(
+            Kind::NotFound,
+            format!("the generation has no database {database}"),
+        )
+        .into());
+    };
+    let checks: [(&str, &str); 6] = [
+        (
+            "SELECT COUNT(*) FROM information_schema.EVENTS WHERE EVENT_SCHEMA = ?",
+            "it has events, which the event scheduler would run on it alone, never on a \
+             slot's copy",
+        ),
+        (
+            "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ?",
+            "it has stored routines; dense slots copy tables only",
+        ),
+        (
+            "SELECT COUNT(*) FROM information_schema.VIEWS WHERE TABLE_SCHEMA = ?",
+            "it has views, whose definitions name the database; dense slots copy tables only",
+        ),
+        (
+            "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?",
+            "it has triggers; dense slots copy tables only",
+        ),
+        (
+            "SELECT COUNT(*) FROM information_schema.REFERENTIAL_CONSTRAINTS \
+             WHERE (CONSTRAINT_SCHEMA = ? OR UNIQUE_CONSTRAINT_SCHEMA = ?) \
+             AND CONSTRAINT_SCHEMA <> UNIQUE_CONSTRAINT_SCHEMA",
+            "foreign keys cross between it and another database, which a slot's copy \
+             would still point at",
+        ),
+        (
+            "SELECT COUNT(*) FROM information_schema.STATISTICS \
+             WHERE TABLE_SCHEMA = ? AND INDEX_TYPE = 'FULLTEXT'",
+            "it has FULLTEXT indexes, whose auxiliary tablespaces an import does not bring",
+        ),
+    ];
+    for (sql, why) in checks {
+        let params: Vec<mysql::Value> = sql.matches('?').map(|_| database.into()).collect();
+        let n: u64 = c
+            .exec_first(sql, params)
+            .with_context(|| format!("checking {database}: {sql}"))?
+            .unwrap_or(0);
+        if n > 0 {
+            return Err(refuse(database, why.to_string()));
+        }
+    }
+    let rows: Vec<(String, Option<String>, Option<String>)> = c
+        .exec(
+            "SELECT TABLE_NAME, ENGINE, CREATE_OPTIONS FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME",
+            (database,),
+        )
+        .context("listing the template's tables")?;
+    let mut tables = Vec::new();
+    for (name, engine, options) in rows {
+        if !engine
+            .as_deref()
+            .is_some_and(|e| e.eq_ignore_ascii_case("InnoDB"))
+        {
+            return Err(refuse(
+                database,
+                format!(
+                    "table {name} is {}, not InnoDB: only InnoDB tablespaces can be imported",
+                    engine.unwrap_or_else(|| "of no engine".into())
+                ),
+            ));
+        }
+        if options.unwrap_or_default().contains("partitioned") {
+            return Err(refuse(
+                database,
+                format!("table {name} is partitioned (a file per partition)"),
+            ));
+        }
+        if !plain_name(&name) {
+            return Err(refuse(
+                database,
+                format!("table {name:?} has characters the server encodes in file names"),
+            ));
+        }
+        let create: Option<(String, String)> = c
+            .query_first(format!(
+                "SHOW CREATE TABLE {}.{}",
+                quote(database),
+                quote(&name)
+            ))
+            .with_context(|| format!("reading the definition of {database}.{name}"))?;
+        let create = create.map(|(_, s)| s).unwrap_or_default();
+        tables.push((name, create));
+    }
+    let foreign_keys: u64 = c
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.REFERENTIAL_CONSTRAINTS \
+             WHERE CONSTRAINT_SCHEMA = ?",
+            (database,),
+        )
+        .context("counting the template's foreign keys")?
+        .unwrap_or(0);
+    Ok(DenseTemplate {
+        database: database.to_string(),
+        charset,
+        collation,
+        tables,
+        foreign_keys: foreign_keys > 0,
+    })
+}
+
+/// `%` and `_` are wildcards in a database grant: escaped, the grant names one database.
+fn grant_pattern(database: &str) -> String {
+    quote(&database.replace('_', "\\_").replace('%', "\\%"))
+}
+
+/// The statements that give `slot`'s account (from loopback and the socket) every privilege
+/// on its database and nothing else.
+fn account_sql(slot: &DenseSlot) -> Vec<String> {
+    let u = sql_string(&slot.user);
+    let p = sql_string(&slot.password);
+    let mut sql = Vec::new();
+    for host in ["127.0.0.1", "::1", "localhost"] {
+        let account = format!("{u}@'{host}'");
+        sql.push(format!(
+            "CREATE USER IF NOT EXISTS {account} IDENTIFIED BY {p}"
+        ));
+        sql.push(format!("ALTER USER {account} IDENTIFIED BY {p}"));
+        sql.push(format!(
+            "GRANT ALL PRIVILEGES ON {}.* TO {account}",
+            grant_pattern(&slot.database)
+        ));
+    }
+    sql
+}
+
+/// What `swap` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Swap {
+    /// The spare's tables are the slot's now; the slot's old ones are in the trash.
+    Swapped,
+    /// No complete spare to swap in.
+    NoSpare,
+    /// The slot's database holds what a RENAME cannot move (views, routines, triggers,
+    /// events), or the template's foreign keys, which a move between databases must not
+    /// be trusted to carry.
+    CannotMove,
+}
+
+fn run(c: &mut mysql::Conn, what: &str, sql: String) -> Result<()> {
+    c.query_drop(&sql).with_context(|| format!("{what}: {sql}"))
+}
+
+fn base_tables(c: &mut mysql::Conn, database: &str) -> Result<Vec<String>> {
+    c.exec(
+        "SELECT TABLE_NAME FROM information_schema.TABLES \
+         WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME",
+        (database,),
+    )
+    .with_context(|| format!("listing the tables of {database}"))
+}
+
+/// Ends the sessions of `user`: they would hold locks on the slot's tables (and see them
+/// vanish).
+pub fn end_sessions(socket: &Path, user: &str) -> Result<()> {
+    let mut c = conn::admin(socket)?;
+    let sessions: Vec<u64> = c
+        .exec(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?",
+            (user,),
+        )
+        .context("listing the slot account's sessions")?;
+    for id in sessions {
+        // Gone already is as good.
+        let _ = c.query_drop(format!("KILL {id}"));
+    }
+    Ok(())
+}
+
+pub fn account(socket: &Path, slot: &DenseSlot) -> Result<()> {
+    let mut c = conn::admin(socket)?;
+    for sql in account_sql(slot) {
+        run(
+            &mut c,
+            &format!("making the account of {}", slot.database),
+            sql,
+        )?;
+    }
+    Ok(())
+}
+
+pub fn drop_database(socket: &Path, database: &str) -> Result<()> {
+    let mut c = conn::admin(socket)?;
+    run(
+        &mut c,
+        "dropping a dense slot's database",
+        format!("DROP DATABASE IF EXISTS {}", quote(database)),
+    )
+}
+
+/// One RENAME: every table of `slot`'s database to `trash` (made empty first), every
+/// table of `spare` to `slot`'s database — atomic on both servers, and a metadata change
+/// only, so it takes milliseconds whatever the tables hold.
+pub fn swap(
+    socket: &Path,
+    template: &DenseTemplate,
+    slot: &DenseSlot,
+    spare: &str,
+    trash: &str,
+) -> Result<Swap> {
+    if template.foreign_keys {
+        return Ok(Swap::CannotMove);
+    }
+    let mut c = conn::admin(socket)?;
+    let spare_tables = base_tables(&mut c, spare)?;
+    let wanted: Vec<&String> = template.tables.iter().map(|(t, _)| t).collect();
+    if spare_tables.iter().collect::<Vec<_>>() != wanted {
+        return Ok(Swap::NoSpare);
+    }
+    // What a test made in the slot's database that RENAME cannot carry. Foreign keys only
+    // from the slot's own tables: no other database can name them (the slot account's
+    // grant is its database alone, and the template and spares are never given any), and
+    // filtering REFERENTIAL_CONSTRAINTS by the referenced side opens every table of the
+    // server — milliseconds per slot it holds.
+    let immovable: u64 = c
+        .exec_first(
+            "SELECT (SELECT COUNT(*) FROM information_schema.VIEWS WHERE TABLE_SCHEMA = ?) \
+             + (SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ?) \
+             + (SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?) \
+             + (SELECT COUNT(*) FROM information_schema.EVENTS WHERE EVENT_SCHEMA = ?) \
+             + (SELECT COUNT(*) FROM information_schema.TABLE_CONSTRAINTS \
+                WHERE TABLE_SCHEMA = ? AND CONSTRAINT_TYPE = 'FOREIGN KEY')",
+            vec![mysql::Value::from(&slot.database); 5],
+        )
+        .context("checking what the slot's database holds")?
+        .unwrap_or(0);
+    if immovable > 0 {
+        return Ok(Swap::CannotMove);
+    }
+    let what = format!("resetting slot database {}", slot.database);
+    let db = quote(&slot.database);
+    let current = base_tables(&mut c, &slot.database)?;
+    run(
+        &mut c,
+        &what,
+        format!("DROP DATABASE IF EXISTS {}", quote(trash)),
+    )?;
+    run(&mut c, &what, format!("CREATE DATABASE {}", quote(trash)))?;
+    run(
+        &mut c,
+        &what,
+        format!(
+            "CREATE DATABASE IF NOT EXISTS {db} CHARACTER SET {} COLLATE {}",
+            template.charset, template.collation
+        ),
+    )?;
+    let moves: Vec<String> = current
+        .iter()
+        .map(|t| format!("{db}.{} TO {}.{}", quote(t), quote(trash), quote(t)))
+        .chain(
+            wanted
+                .iter()
+                .map(|t| format!("{}.{} TO {db}.{}", quote(spare), quote(t), quote(t))),
+        )
+        .collect();
+    run(&mut c, &what, format!("RENAME TABLE {}", moves.join(", ")))?;
+    Ok(Swap::Swapped)
+}
+
+/// Makes `database` a pristine copy of the template, whatever it held.
+pub fn copy(socket: &Path, datadir: &Path, template: &DenseTemplate, database: &str) -> Result<()> {
+    let mut c = conn::admin(socket)?;
+    let db = quote(database);
+    let what = format!("making dense slot database {database}");
+    run(
+        &mut c,
+        &what,
+        "SET SESSION foreign_key_checks = 0, SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION'".into(),
+    )?;
+    run(&mut c, &what, format!("DROP DATABASE IF EXISTS {db}"))?;
+    run(
+        &mut c,
+        &what,
+        format!(
+            "CREATE DATABASE {db} CHARACTER SET {} COLLATE {}",
+            template.charset, template.collation
+        ),
+    )?;
+    run(&mut c, &what, format!("USE {db}"))?;
+    for (name, create) in &template.tables {
+        run(&mut c, &what, create.clone())?;
+        run(
+            &mut c,
+            &what,
+            format!("ALTER TABLE {} DISCARD TABLESPACE", quote(name)),
+        )?;
+    }
+    if !template.tables.is_empty() {
+        let all: Vec<String> = template
+            .tables
+            .iter()
+            .map(|(t, _)| format!("{}.{}", quote(&template.database), quote(t)))
+            .collect();
+        run(
+            &mut c,
+            &what,
+            format!("FLUSH TABLES {} FOR EXPORT", all.join(", ")),
+        )?;
+        let copied = copy_files(datadir, template, database);
+        run(&mut c, &what, "UNLOCK TABLES".into())?;
+        copied?;
+        for (name, _) in &template.tables {
+            run(
+                &mut c,
+                &what,
+                format!("ALTER TABLE {} IMPORT TABLESPACE", quote(name)),
+            )?;
+            // MariaDB leaves the copied `.cfg` behind: it would stay in the directory when
+            // the table moves away (a swap), and keep DROP DATABASE from removing it.
+            let cfg = datadir.join(database).join(format!("{name}.cfg"));
+            match std::fs::remove_file(&cfg) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("removing {}", cfg.display()))
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The template's exported files into the slot's database directory, owned as the
+/// template's are (the server's OS user); reflinks where the filesystem can.
+fn copy_files(datadir: &Path, template: &DenseTemplate, database: &str) -> Result<()> {
+    let from = datadir.join(&template.database);
+    let to = datadir.join(database);
+    for (name, _) in &template.tables {
+        for ext in ["ibd", "cfg"] {
+            let src = from.join(format!("{name}.{ext}"));
+            let dst = to.join(format!("{name}.{ext}"));
+            let meta = std::fs::symlink_metadata(&src)
+                .with_context(|| format!("reading {}", src.display()))?;
+            if !meta.is_file() {
+                anyhow::bail!("{} is not a regular file", src.display());
+            }
+            std::fs::copy(&src, &dst)
+                .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
+            chown(&dst, Some(meta.uid()), Some(meta.gid()))
+                .with_context(|| format!("chown {}", dst.display()))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grants_name_one_database_and_names_stay_plain() {
+        assert_eq!(grant_pattern("shop_1"), "`shop\\_1`");
+        assert!(plain_name("shop_12"));
+        assert!(!plain_name("my-db"));
+        assert!(!plain_name(""));
+        let sql = account_sql(&DenseSlot {
+            database: "shop_3".into(),
+            user: "dbb_slot3".into(),
+            password: "pw".into(),
+        });
+        assert!(sql.iter().all(|s| !s.contains("*.*")), "{sql:?}");
+        assert_eq!(sql.len(), 9);
+    }
+}
