@@ -6,9 +6,10 @@
 //!   sudo scripts/bench suite                      (release build, installs what it needs)
 //!   cargo run --release --features testing --example bench-suite -- [--size 360M]
 //!       [--runs 10] [--servers mariadb-10.11,mysql-9.7,mariadb-11.8]
-//!       [--tables 1000,10000,100000] [--out DIR] [--only fleet|startup]
+//!       [--tables 1000,10000,100000] [--out DIR] [--only fleet|startup|pools]
 //!   --only startup: create/reset with and without mysqld.skip_fsync, idle memory and many
 //!   tables per server, spliced into docs/benchmarks.md as a section of its own.
+//!   --only pools: claims (command and Python helper) and pool fill per server, likewise.
 //!   cargo run --features testing --example bench-suite -- --smoke --out DIR   (the tests')
 
 use db_branch::testkit::bench::{dir_bytes, now_utc, stats, which};
@@ -20,6 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod fleet;
+mod pools;
 mod startup;
 mod three_ways;
 
@@ -35,6 +37,8 @@ struct Opts {
     only_fleet: bool,
     /// Only the start-up section (`startup.rs`), likewise.
     only_startup: bool,
+    /// Only the pools section (`pools.rs`), likewise.
+    only_pools: bool,
 }
 
 fn opts() -> Opts {
@@ -52,6 +56,7 @@ fn opts() -> Opts {
         smoke: false,
         only_fleet: false,
         only_startup: false,
+        only_pools: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -95,7 +100,8 @@ fn opts() -> Opts {
                 match val().as_str() {
                     "fleet" => o.only_fleet = true,
                     "startup" => o.only_startup = true,
-                    other => panic!("--only fleet or --only startup, not {other:?}"),
+                    "pools" => o.only_pools = true,
+                    other => panic!("--only fleet, startup or pools, not {other:?}"),
                 }
                 i += 1;
             }
@@ -267,7 +273,7 @@ struct Measured {
     guard: Guard,
     /// (tables, baseline seconds, create median, reset median, datadir bytes)
     tables: Vec<(usize, f64, f64, f64, u64)>,
-    pools: Pools,
+    pools: pools::Pools,
     history: History,
     fleet: fleet::Fleet,
 }
@@ -354,105 +360,6 @@ fn history(env: &TestEnv, b: &str, runs: usize) -> History {
         reset_to_clean: stats(reset_to_clean),
         reset_to_crash: stats(reset_to_crash),
         promote,
-    }
-}
-
-/// Pools: how fast a claim is, how long a big pool takes to fill.
-struct Pools {
-    /// Seconds for `pool create --size 16` to return with every slot ready.
-    create_16: f64,
-    /// Whole `pool claim` commands (s): (claimants, p50, p99, claims measured).
-    claims: Vec<(usize, f64, f64, usize)>,
-    /// `pool create --size N --buffer-pool 16M`: (asked, ready, refused, seconds).
-    big: (usize, u64, usize, f64),
-    /// A pytest suite run three ways; empty where pytest-xdist is not installed.
-    three_ways: Vec<three_ways::Outcome>,
-}
-
-/// The p-th percentile of sorted values.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn pools(o: &Opts) -> Pools {
-    let env = suite_env("40G", "31800-32199");
-    env.run_ok(&[
-        "baseline",
-        "create",
-        "--empty",
-        "--sql",
-        &db_branch::testkit::seed_sql(),
-    ]);
-    let (create_16, _) = timed(|| env.run_ok(&["pool", "create", "p", "--size", "16"]));
-    let ready = |pool: &str, n: u64| loop {
-        if env.json(&["pool", "status", pool])["ready"] == n {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    let rounds = if o.smoke { 3 } else { 25 };
-    let mut claims = Vec::new();
-    for claimants in [1usize, 8] {
-        let mut times = Vec::new();
-        for _ in 0..rounds {
-            // Every claimant at once, on a pool with a ready slot for each.
-            let got = std::sync::Mutex::new(Vec::new());
-            std::thread::scope(|s| {
-                for _ in 0..claimants {
-                    s.spawn(|| {
-                        let (t, v) = timed(|| env.json(&["pool", "claim", "p"]));
-                        let slot = v["DB_BRANCH_POOL_SLOT"].as_str().unwrap().to_string();
-                        got.lock().unwrap().push((t, slot));
-                    });
-                }
-            });
-            for (t, slot) in got.into_inner().unwrap() {
-                times.push(t);
-                env.run_ok(&["pool", "release", "p", &slot]);
-            }
-            ready("p", 16);
-        }
-        times.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        claims.push((
-            claimants,
-            percentile(&times, 0.5),
-            percentile(&times, 0.99),
-            times.len(),
-        ));
-    }
-    env.run_ok(&["--yes", "pool", "delete", "p"]);
-    // A big pool: small slots; the guard decides how many fit on this host.
-    let asked = if o.smoke { 6 } else { 100 };
-    let (t, report) = timed(|| {
-        env.json(&[
-            "pool",
-            "create",
-            "big",
-            "--size",
-            &asked.to_string(),
-            "--buffer-pool",
-            "16M",
-        ])
-    });
-    let big = (
-        asked,
-        report["ready"].as_u64().unwrap(),
-        report["refused"].as_array().map_or(0, |a| a.len()),
-        t,
-    );
-    env.run_ok(&["--yes", "pool", "delete", "big"]);
-    let three_ways = if three_ways::available() {
-        three_ways::run(&env)
-    } else {
-        eprintln!("suite: python3-pytest-xdist or python3-pymysql missing: the pytest comparison is left out");
-        Vec::new()
-    };
-    Pools {
-        create_16,
-        claims,
-        big,
-        three_ways,
     }
 }
 
@@ -735,7 +642,7 @@ fn measure(o: &Opts, server: &TestServer) -> Measured {
     drop(env);
 
     // 6. Pools.
-    let pools = pools(o);
+    let pools = pools::measure(o.smoke);
 
     // 7. Baselines between hosts.
     let fleet = fleet::measure(scale as u32);
@@ -851,6 +758,25 @@ fn main() {
         )
         .unwrap();
         eprintln!("suite: wrote the fleet section of {}", path.display());
+        return;
+    }
+    if o.only_pools {
+        let mut rows = Vec::new();
+        for name in &o.servers {
+            // SAFETY: set before any thread of this program starts.
+            unsafe { std::env::set_var("DB_BRANCH_TEST_SERVER", name) };
+            rows.push((name.clone(), pools::measure(o.smoke)));
+        }
+        std::fs::create_dir_all(&o.out).unwrap();
+        let path = o.out.join("benchmarks.md");
+        let doc = std::fs::read_to_string(&path).unwrap_or_default();
+        let section = pools::section(&rows, Some(&now_utc()));
+        std::fs::write(
+            &path,
+            fleet::splice(&doc, (pools::BEGIN, pools::END), &section),
+        )
+        .unwrap();
+        eprintln!("suite: wrote the pools section of {}", path.display());
         return;
     }
     if o.only_startup {
@@ -1156,53 +1082,12 @@ fn document(o: &Opts, results: &[Measured]) -> String {
         );
     }
 
-    let _ = writeln!(d, "\n## Pools: claiming a pristine branch\n");
-    let _ = writeln!(d, "A pool of 16 slots of the seed schema; each claim is the whole `db-branch pool claim` command as a test worker runs it (process start to exit, JSON read), with every claimant of a round at once and a ready slot for each; released slots are reset by the recycler between rounds. Then a pool of small slots (16M buffer pool) as big as asked or as the memory guard allows.\n");
-    let _ = writeln!(d, "| server | `pool create --size 16` (s) | claimants | claims | p50 (ms) | p99 (ms) | big pool: asked / ready / refused | made in (s) |\n|---|---|---|---|---|---|---|---|");
-    for r in results {
-        let p = &r.pools;
-        for (i, (n, p50, p99, count)) in p.claims.iter().enumerate() {
-            let _ = writeln!(
-                d,
-                "| {} | {} | {n} | {count} | {:.1} | {:.1} | {} | {} |",
-                r.server.name,
-                if i == 0 {
-                    format!("{:.1}", p.create_16)
-                } else {
-                    String::new()
-                },
-                p50 * 1000.0,
-                p99 * 1000.0,
-                if i == 0 {
-                    format!("{} / {} / {}", p.big.0, p.big.1, p.big.2)
-                } else {
-                    String::new()
-                },
-                if i == 0 {
-                    format!("{:.1}", p.big.3)
-                } else {
-                    String::new()
-                },
-            );
-        }
-    }
-
-    if results.iter().any(|r| !r.pools.three_ways.is_empty()) {
-        let _ = writeln!(d, "\nA parallel test suite (pytest with pytest-xdist, 2 workers, `--dist loadfile`; 16 test files of 4 tests that write and then check what they wrote, some through counts) run three ways on the seed schema: one shared database that each test cleans up after (deleting what it inserted), a branch made with `create` and removed with `delete` per test file, and a pool slot claimed and released per test file (pool made beforehand, not counted). Wall time of the whole `pytest` run, and its failures.\n");
-        let _ = writeln!(
-            d,
-            "| server | way | wall (s) | passed | failed |\n|---|---|---|---|---|"
-        );
-        for r in results {
-            for (way, wall, passed, failed) in &r.pools.three_ways {
-                let _ = writeln!(
-                    d,
-                    "| {} | {way} | {wall:.1} | {passed} | {failed} |",
-                    r.server.name
-                );
-            }
-        }
-    }
+    let rows: Vec<_> = results
+        .iter()
+        .map(|r| (r.server.name.clone(), &r.pools))
+        .collect();
+    d.push('\n');
+    d.push_str(&pools::section(&rows, None));
 
     let _ = writeln!(d, "\n## Start-up with many tables\n");
     let _ = writeln!(d, "A baseline of N tables (`id INT PRIMARY KEY, v VARCHAR(20)` with a secondary index each), made with `baseline create --empty --sql`; then create (median of {}) and reset (median of {}). MySQL branches start with `innodb_validate_tablespace_paths=OFF` (their files never move); MariaDB opens tablespaces lazily.\n", o.runs.min(5), o.runs.min(5));
