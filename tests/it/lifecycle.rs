@@ -169,6 +169,25 @@ fn branches_are_isolated() {
         disk("a"),
         disk("b")
     );
+    // On btrfs, counted from the files written since the snapshot: the same as a walk of
+    // every file of the branch.
+    for n in ["a", "b"] {
+        let datadir = env.root.join("pool/branches").join(n);
+        if !datadir.is_dir() {
+            continue; // not the btrfs backend
+        }
+        let out = db_branch::testkit::run_success(
+            std::process::Command::new("btrfs")
+                .args(["filesystem", "du", "-s", "--raw"])
+                .arg(&datadir),
+        );
+        let walked: u64 = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .nth(1)
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap();
+        assert_eq!(disk(n), walked, "branch {n}: own disk against a full walk");
+    }
 }
 
 #[test]
