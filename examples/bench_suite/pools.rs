@@ -184,7 +184,6 @@ fn dense(env: &TestEnv, smoke: bool) -> Dense {
 
     // A schema of 30 small tables, as a generation of its own; a dense pool and an
     // ordinary one of it, each slot reset in place through the helper.
-    let file = env.root.join("thirty.sql");
     let mut sql = String::from("CREATE DATABASE app;\nUSE app;\n");
     for i in 0..RESET_TABLES {
         let _ = writeln!(
@@ -193,14 +192,7 @@ fn dense(env: &TestEnv, smoke: bool) -> Dense {
              INSERT INTO t{i} VALUES (1, 'a', 1), (2, 'b', 2), (3, 'c', 3);"
         );
     }
-    std::fs::write(&file, sql).unwrap();
-    let made = env.json(&[
-        "baseline",
-        "create",
-        "--empty",
-        "--sql",
-        file.to_str().unwrap(),
-    ]);
+    let made = env.baseline_from_sql("thirty.sql", &sql);
     let gen = made["generation"]
         .as_u64()
         .map(|g| g.to_string())
@@ -278,22 +270,12 @@ fn python(env: &TestEnv, pool: &str, script: &str, args: &[String]) -> Vec<f64> 
         .unwrap()
         .to_string();
     let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/python");
-    let bin_dir = Path::new(&db_branch::testkit::bin())
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = Command::new("python3")
+    let out = env
+        .with_db_branch_on_path(Path::new("python3"))
         .arg("-c")
         .arg(script)
         .args(args)
         .env("PYTHONPATH", &clients)
-        .env("PATH", path)
-        .env("DB_BRANCH_CONFIG", &env.config)
         .env("DB_BRANCH_POOL_SOCKET", &socket)
         .output()
         .expect("python3");

@@ -210,8 +210,8 @@ pub enum Swap {
     /// No complete spare to swap in.
     NoSpare,
     /// The slot's database holds what a RENAME cannot move (views, routines, triggers,
-    /// events), or the template's foreign keys, which a move between databases must not
-    /// be trusted to carry.
+    /// events), or foreign keys — the template's or a test's — which a move between
+    /// databases must not be trusted to carry.
     CannotMove,
 }
 

@@ -40,8 +40,12 @@ pub fn generate_password() -> Result<String> {
 /// The branch's password, if it has one yet (branches made before db-branch kept one get
 /// theirs at their next start).
 pub fn password(layout: &Layout, name: &BranchName) -> Result<Option<String>> {
-    let path = layout.password_file(name);
-    match fs::read_to_string(&path) {
+    read_password_file(&layout.password_file(name))
+}
+
+/// The password kept in `path`, if it exists.
+pub fn read_password_file(path: &Path) -> Result<Option<String>> {
+    match fs::read_to_string(path) {
         Ok(s) => Ok(Some(s.trim().to_string())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),

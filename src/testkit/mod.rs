@@ -61,6 +61,19 @@ pub fn assert_success(out: &Output, what: &str) {
     );
 }
 
+/// Waits until `done` holds, looking every 100 ms; fails the test naming `what` after 60 s.
+#[track_caller]
+pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// Runs `cmd` and asserts it succeeded (see `assert_success`); its output.
 #[track_caller]
 pub fn run_success(cmd: &mut Command) -> Output {
@@ -258,6 +271,20 @@ impl TestEnv {
         let v = serde_json::from_str(&self.run_ok(&a)).expect("JSON output");
         remember_passwords(&v);
         v
+    }
+
+    /// `baseline create --empty --sql FILE` of `sql`, written to `file` under this root;
+    /// the command's JSON.
+    pub fn baseline_from_sql(&self, file: &str, sql: &str) -> serde_json::Value {
+        let path = self.root.join(file);
+        std::fs::write(&path, sql).unwrap();
+        self.json(&[
+            "baseline",
+            "create",
+            "--empty",
+            "--sql",
+            path.to_str().unwrap(),
+        ])
     }
 
     pub fn port(&self, branch: &str) -> u16 {

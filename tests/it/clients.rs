@@ -329,22 +329,13 @@ fn shell_keeps_the_password_out_of_sight(env: &TestEnv) {
 fn with_two_databases_none_is_named_until_one_is_chosen() {
     let env = TestEnv::new("", "");
     env.run_ok(&["init"]);
-    let sql = env.root.join("two.sql");
-    std::fs::write(
-        &sql,
-        format!(
+    env.baseline_from_sql(
+        "two.sql",
+        &format!(
             "{}\nCREATE DATABASE crm;\nCREATE TABLE crm.leads (id INT PRIMARY KEY);\n",
             std::fs::read_to_string(seed_sql()).unwrap()
         ),
-    )
-    .unwrap();
-    env.run_ok(&[
-        "baseline",
-        "create",
-        "--empty",
-        "--sql",
-        sql.to_str().unwrap(),
-    ]);
+    );
     let list = env.json(&["baseline", "list"]);
     assert_eq!(
         list[0]["databases"],

@@ -8,6 +8,7 @@
 //! on a branch between the check and the lock, read a password left under a name.
 
 use super::shared_host::{code, ok, setpriv, stderr, SharedHost};
+use db_branch::testkit::wait_for;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -264,17 +265,6 @@ fn plant_record(shared: &SharedHost, name: &str, owner: &str) {
     r.expires_at = Some(chrono::Utc::now() + chrono::Duration::days(3));
     let layout = db_branch::layout::Layout::new(&shared.env.root);
     db_branch::store::records::save(&layout, &r).unwrap();
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !done() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{what}: not within 60 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
 }
 
 #[test]

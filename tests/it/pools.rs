@@ -374,14 +374,11 @@ def test_every_test_gets_a_pristine_slot(db_branch_reset, n):
     .unwrap();
     let slot: usize = line.trim().parse().unwrap_or_else(|_| panic!("{line:?}"));
     // The recycler writes the lease just after its reply: give it that moment.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    let status = loop {
-        let status = env.json(&["pool", "status", "ci"]);
-        if !status["slots"][slot - 1]["lease"].is_null() || std::time::Instant::now() > deadline {
-            break status;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
+    let mut status = Value::Null;
+    db_branch::testkit::wait_for("the claimant's lease", || {
+        status = env.json(&["pool", "status", "ci"]);
+        !status["slots"][slot - 1]["lease"].is_null()
+    });
     let row = &status["slots"][slot - 1];
     assert_eq!(row["state"], "claimed", "{status}");
     assert_eq!(row["lease"], "connection", "{status}");
@@ -579,20 +576,11 @@ fn dense_slots_share_servers_each_reaching_only_its_own_database() {
     assert!(env.names().is_empty(), "{:?}", env.names());
 
     // A generation whose database has an event cannot be copied exactly: refused, exit 2.
-    let sql = env.root.join("event.sql");
-    std::fs::write(
-        &sql,
+    env.baseline_from_sql(
+        "event.sql",
         "CREATE DATABASE app; CREATE TABLE app.t (id INT PRIMARY KEY) ENGINE=InnoDB;\n\
          CREATE EVENT app.tick ON SCHEDULE EVERY 1 HOUR DO DELETE FROM app.t;\n",
-    )
-    .unwrap();
-    env.run_ok(&[
-        "baseline",
-        "create",
-        "--empty",
-        "--sql",
-        sql.to_str().unwrap(),
-    ]);
+    );
     let out = env.run(&["pool", "create", "e", "--size", "2", "--dense"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);

@@ -27,16 +27,15 @@ fn secrets_dir(dir: &Path) -> PathBuf {
 /// connection string never changes).
 pub fn account(dir: &Path, d: &DenseSpec, slot: usize) -> Result<DenseSlot> {
     let file = secrets_dir(dir).join(format!("{slot}.password"));
-    let password = match std::fs::read_to_string(&file) {
-        Ok(p) => p.trim().to_string(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    let password = match crate::store::secrets::read_password_file(&file)? {
+        Some(p) => p,
+        None => {
             let p = crate::store::secrets::generate_password()?;
             std::fs::create_dir_all(secrets_dir(dir))
                 .with_context(|| format!("creating {}", secrets_dir(dir).display()))?;
             crate::store::files::write_atomic(&file, p.as_bytes(), 0o600)?;
             p
         }
-        Err(e) => return Err(e).with_context(|| format!("reading {}", file.display())),
     };
     Ok(DenseSlot {
         database: d.slot_database(slot),

@@ -344,27 +344,30 @@ mod tests {
 
     /// Waits (up to 2 s) for `slot` to reach `want`: the server's thread releases after
     /// the client has gone.
-    fn eventually(host: &Host, pool: &PoolName, slot: usize, want: State) {
+    /// Whether `done` holds within 2 s, looking every 5 ms.
+    fn within_2s(mut done: impl FnMut() -> bool) -> bool {
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
-        while state_of(host, pool, slot) != want {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "slot {slot} never got {want}"
-            );
+        while !done() {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
             std::thread::sleep(Duration::from_millis(5));
         }
+        true
+    }
+
+    fn eventually(host: &Host, pool: &PoolName, slot: usize, want: State) {
+        assert!(
+            within_2s(|| state_of(host, pool, slot) == want),
+            "slot {slot} never got {want}"
+        );
     }
 
     /// Slot 1's status row once its lease is written (within 2 s).
     fn lease_written(host: &Host, pool: &PoolName) -> super::super::manage::SlotRow {
-        let deadline = std::time::Instant::now() + Duration::from_secs(2);
-        loop {
-            let row = status(host, pool).unwrap().slots[0].clone();
-            if row.lease.is_some() || std::time::Instant::now() >= deadline {
-                return row;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let row = || status(host, pool).unwrap().slots[0].clone();
+        within_2s(|| row().lease.is_some());
+        row()
     }
 
     /// A sim pool `pool` of `size` slots whose listener serves while `body` runs (given the
