@@ -79,6 +79,9 @@ _db__branch() {
             db__branch,reset)
                 cmd="db__branch__subcmd__reset"
                 ;;
+            db__branch,restore)
+                cmd="db__branch__subcmd__restore"
+                ;;
             db__branch,shell)
                 cmd="db__branch__subcmd__shell"
                 ;;
@@ -93,6 +96,9 @@ _db__branch() {
                 ;;
             db__branch,stop-idle)
                 cmd="db__branch__subcmd__stop__subcmd__idle"
+                ;;
+            db__branch,trash)
+                cmd="db__branch__subcmd__trash"
                 ;;
             db__branch,unprotect)
                 cmd="db__branch__subcmd__unprotect"
@@ -220,6 +226,9 @@ _db__branch() {
             db__branch__subcmd__help,reset)
                 cmd="db__branch__subcmd__help__subcmd__reset"
                 ;;
+            db__branch__subcmd__help,restore)
+                cmd="db__branch__subcmd__help__subcmd__restore"
+                ;;
             db__branch__subcmd__help,shell)
                 cmd="db__branch__subcmd__help__subcmd__shell"
                 ;;
@@ -234,6 +243,9 @@ _db__branch() {
                 ;;
             db__branch__subcmd__help,stop-idle)
                 cmd="db__branch__subcmd__help__subcmd__stop__subcmd__idle"
+                ;;
+            db__branch__subcmd__help,trash)
+                cmd="db__branch__subcmd__help__subcmd__trash"
                 ;;
             db__branch__subcmd__help,unprotect)
                 cmd="db__branch__subcmd__help__subcmd__unprotect"
@@ -288,6 +300,9 @@ _db__branch() {
                 ;;
             db__branch__subcmd__help__subcmd__pool,status)
                 cmd="db__branch__subcmd__help__subcmd__pool__subcmd__status"
+                ;;
+            db__branch__subcmd__help__subcmd__trash,purge)
+                cmd="db__branch__subcmd__help__subcmd__trash__subcmd__purge"
                 ;;
             db__branch__subcmd__pool,claim)
                 cmd="db__branch__subcmd__pool__subcmd__claim"
@@ -349,6 +364,18 @@ _db__branch() {
             db__branch__subcmd__pool__subcmd__help,status)
                 cmd="db__branch__subcmd__pool__subcmd__help__subcmd__status"
                 ;;
+            db__branch__subcmd__trash,help)
+                cmd="db__branch__subcmd__trash__subcmd__help"
+                ;;
+            db__branch__subcmd__trash,purge)
+                cmd="db__branch__subcmd__trash__subcmd__purge"
+                ;;
+            db__branch__subcmd__trash__subcmd__help,help)
+                cmd="db__branch__subcmd__trash__subcmd__help__subcmd__help"
+                ;;
+            db__branch__subcmd__trash__subcmd__help,purge)
+                cmd="db__branch__subcmd__trash__subcmd__help__subcmd__purge"
+                ;;
             *)
                 ;;
         esac
@@ -356,7 +383,7 @@ _db__branch() {
 
     case "${cmd}" in
         db__branch)
-            opts="-y -q -h -V --config --json --yes --quiet --host --help --version init baseline create reset delete start stop list status env exec shell doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints diff completions daemon help"
+            opts="-y -q -h -V --config --json --yes --quiet --host --help --version init baseline create reset delete start stop list status env exec shell doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints trash restore diff completions daemon help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1134,7 +1161,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help)
-            opts="init baseline create reset delete start stop list status env exec shell doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints diff completions daemon help"
+            opts="init baseline create reset delete start stop list status env exec shell doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints trash restore diff completions daemon help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1679,6 +1706,20 @@ _db__branch() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        db__subcmd__branch__subcmd__help__subcmd__restore)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         db__subcmd__branch__subcmd__help__subcmd__shell)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1738,6 +1779,34 @@ _db__branch() {
         db__subcmd__branch__subcmd__help__subcmd__stop__subcmd__idle)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__trash)
+            opts="purge"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__trash__subcmd__purge)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -2294,7 +2363,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__reset)
-            opts="-y -q -h --ttl --to --config --json --yes --quiet --host --help"
+            opts="-y -q -h --ttl --to --keep --no-keep --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2305,6 +2374,32 @@ _db__branch() {
                     return 0
                     ;;
                 --to)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__restore)
+            opts="-y -q -h --as --config --json --yes --quiet --host --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --as)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2422,6 +2517,92 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__trash)
+            opts="-y -q -h --config --json --yes --quiet --host --help purge help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__trash__subcmd__help)
+            opts="purge help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__trash__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__trash__subcmd__help__subcmd__purge)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__trash__subcmd__purge)
+            opts="-y -q -h --all --config --json --yes --quiet --host --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

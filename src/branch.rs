@@ -3,7 +3,7 @@
 use crate::config::Profile;
 use crate::error::usage;
 pub use crate::names::{
-    BranchName, BranchRef, CheckpointTag, DatabaseName, Generation, Label, MAX_NAME_LEN,
+    BranchName, BranchRef, CheckpointTag, DatabaseName, Generation, Label, TrashId, MAX_NAME_LEN,
 };
 use crate::values::{ByteSize, Duration};
 use anyhow::Result;

@@ -96,6 +96,12 @@ pub enum Command {
     Checkpoint(CheckpointArgs),
     /// List a branch's checkpoints with their age and own disk use
     Checkpoints(NameArg),
+    /// List deleted branches kept for `restore` (lifecycle.keep_deleted); `trash purge`
+    /// destroys them for good
+    Trash(TrashArgs),
+    /// Bring a deleted branch back from the trash: its data, checkpoints, password and
+    /// (when free) port, so its connection string is the same; then start it
+    Restore(RestoreArgs),
     /// Compare two branches, checkpoints or generations: schema (tables, columns, indexes,
     /// foreign keys, views, routines, triggers, events), with --data row counts and
     /// checksums; exit 1 when they differ
@@ -156,6 +162,11 @@ impl Command {
             },
             Command::Checkpoint(_) => "checkpoint",
             Command::Checkpoints(_) => "checkpoints",
+            Command::Trash(a) => match a.command {
+                Some(TrashCommand::Purge(_)) => "trash purge",
+                None => "trash",
+            },
+            Command::Restore(_) => "restore",
             Command::Diff(_) => "diff",
             Command::Completions { .. } => "completions",
             Command::Daemon => "daemon",
@@ -344,6 +355,14 @@ pub struct ResetArgs {
     /// Back to this checkpoint (see `checkpoints NAME`) instead of the branch's start
     #[arg(long, value_name = "TAG")]
     pub to: Option<crate::branch::CheckpointTag>,
+    /// Keep the state being thrown away as checkpoint `before-reset-N` (for
+    /// lifecycle.keep_deleted; `reset NAME --to before-reset-N` brings it back)
+    /// [default: lifecycle.keep_before_reset]
+    #[arg(long, overrides_with = "no_keep")]
+    pub keep: bool,
+    /// Do not keep it, whatever lifecycle.keep_before_reset says
+    #[arg(long, overrides_with = "keep")]
+    pub no_keep: bool,
 }
 
 #[derive(Debug, Args)]
@@ -371,6 +390,37 @@ pub enum CheckpointCommand {
         /// Tag of the checkpoint
         tag: crate::branch::CheckpointTag,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct TrashArgs {
+    #[command(subcommand)]
+    pub command: Option<TrashCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrashCommand {
+    /// Destroy trash entries for good (asks first; --yes without a terminal)
+    Purge(TrashPurgeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TrashPurgeArgs {
+    /// A branch name (all its entries) or one entry's id (`db-branch trash` shows both)
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub what: Option<String>,
+    /// Every entry (an admin's: all of them; a user's: all of theirs)
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The deleted branch's name (its newest entry), or an entry's id from `db-branch trash`
+    pub what: String,
+    /// Restore it under this name instead (the old one is taken, or both are wanted)
+    #[arg(long = "as", value_name = "NAME")]
+    pub as_name: Option<BranchName>,
 }
 
 #[derive(Debug, Args)]

@@ -117,6 +117,12 @@ pub struct LifecycleConfig {
     pub stop_idle_after: Duration,
     /// Expiry given to new branches without `--ttl`/`--expires-at`; "0s" = never expire.
     pub default_ttl: Duration,
+    /// How long `delete`, `gc` and `pool delete` keep a branch in the trash, restorable
+    /// (`db-branch restore`); "0s" = destroy at once.
+    pub keep_deleted: Duration,
+    /// `reset` keeps the state it throws away as a checkpoint `before-reset-N` (as
+    /// `reset --keep` does), for `keep_deleted`.
+    pub keep_before_reset: bool,
 }
 
 impl Default for LifecycleConfig {
@@ -124,6 +130,8 @@ impl Default for LifecycleConfig {
         LifecycleConfig {
             stop_idle_after: Duration(std::time::Duration::from_secs(3600)),
             default_ttl: Duration(std::time::Duration::ZERO),
+            keep_deleted: Duration(std::time::Duration::from_secs(24 * 3600)),
+            keep_before_reset: false,
         }
     }
 }

@@ -23,6 +23,8 @@ pub const ALL: &[&str] = &[
     "baseline:after-load",
     "baseline:after-seal",
     "gc:after-delete",
+    "trash:after-entry",
+    "trash:after-storage",
     "bake:after-workspace",
     "bake:after-load",
     "bake:after-seal",

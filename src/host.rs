@@ -129,6 +129,11 @@ impl Host {
         })
     }
 
+    /// The lock one trash entry's restore or purge holds.
+    pub fn trash_lock(&self, id: &crate::branch::TrashId) -> Result<LockGuard> {
+        self.lock(&self.layout.trash_lock(id), &format!("trash entry {id}"))
+    }
+
     fn lock(&self, path: &std::path::Path, what: &str) -> Result<LockGuard> {
         let printer = &self.printer;
         locks::lock(path, what, self.config.lock_timeout.0, &|m| printer.note(m))

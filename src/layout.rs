@@ -1,6 +1,6 @@
 //! Where things live under `root`. Paths only; nothing here touches the disk.
 
-use crate::branch::BranchName;
+use crate::branch::{BranchName, TrashId};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone)]
@@ -116,6 +116,16 @@ impl Layout {
     /// Memory promised to servers that are starting right now (see `memory.rs`).
     pub fn reservations_dir(&self) -> PathBuf {
         self.root.join("reservations")
+    }
+    /// Deleted branches kept for `restore`: one directory per entry (store/trash.rs).
+    pub fn trash_dir(&self) -> PathBuf {
+        self.root.join("trash")
+    }
+    pub fn trash_entry(&self, id: &TrashId) -> PathBuf {
+        self.trash_dir().join(id.as_str())
+    }
+    pub fn trash_lock(&self, id: &TrashId) -> PathBuf {
+        self.locks_dir().join(format!("trash-{id}.lock"))
     }
     /// Scratch space for the one-off servers that prepare baselines.
     pub fn work_dir(&self) -> PathBuf {

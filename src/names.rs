@@ -225,6 +225,38 @@ impl FromStr for PoolName {
     }
 }
 
+validated_name!(
+    /// One entry of the trash: `MILLIS-NAME`, the moment the branch was deleted (Unix
+    /// milliseconds, so entries sort by age) and its name. A branch deleted, made anew and
+    /// deleted again has two entries.
+    TrashId
+);
+
+impl TrashId {
+    pub fn new(deleted: chrono::DateTime<chrono::Utc>, name: &BranchName) -> TrashId {
+        TrashId(format!("{}-{name}", deleted.timestamp_millis().max(0)))
+    }
+    /// The branch it was.
+    pub fn branch(&self) -> BranchName {
+        let (_, name) = self.0.split_once('-').expect("validated");
+        name.parse().expect("validated")
+    }
+}
+
+impl FromStr for TrashId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad =
+            || format!("{s:?} is not a trash entry (MILLIS-NAME, as `db-branch trash` shows)");
+        let (millis, name) = s.split_once('-').ok_or_else(bad)?;
+        if millis.is_empty() || millis.len() > 16 || !millis.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        BranchName::from_str(name).map_err(|e| format!("{}: {e}", bad()))?;
+        Ok(TrashId(s.to_string()))
+    }
+}
+
 /// `key=value` for `--label`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Label {

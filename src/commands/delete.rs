@@ -1,7 +1,8 @@
 use crate::branch::BranchName;
 use crate::cli::DeleteArgs;
 use crate::host::Host;
-use crate::ops::branch::discard::{delete, Deleted};
+use crate::ops::delete::{delete, Outcome};
+use crate::store::trash::Reason;
 use crate::view::branch::DeleteView;
 use anyhow::Result;
 
@@ -15,7 +16,8 @@ pub fn run(host: &Host, args: &DeleteArgs) -> Result<()> {
         })
         .map(|r| r.name.to_string())
         .collect();
-    let deleted = delete(host, name, args.force)? == Deleted::Deleted;
+    let outcome = delete(host, name, args.force, Reason::Delete)?;
+    let deleted = outcome != Outcome::NothingThere;
     if deleted && !children.is_empty() {
         // Copy-on-write copies share blocks, not dependencies: nothing to move or keep.
         host.printer.note(format!(
@@ -23,19 +25,38 @@ pub fn run(host: &Host, args: &DeleteArgs) -> Result<()> {
             children.join(", ")
         ));
     }
-    host.printer.note(if deleted {
-        format!("deleted branch {name}")
-    } else {
-        format!("branch {name} does not exist; nothing to delete")
+    host.printer.note(match &outcome {
+        Outcome::Trashed(e) => format!(
+            "deleted branch {name}; it stays in the trash until {} (`db-branch restore {name}` brings it back)",
+            e.keep_until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ),
+        Outcome::Destroyed => format!("deleted branch {name}"),
+        Outcome::NothingThere => format!("branch {name} does not exist; nothing to delete"),
     });
+    let trashed = match outcome {
+        Outcome::Trashed(e) => Some(e),
+        _ => None,
+    };
     host.printer.emit(&DeleteView {
         name: name.clone(),
         deleted,
+        trash_id: trashed.as_ref().map(|e| e.id.clone()),
+        keep_until: trashed.map(|e| e.keep_until),
     })
 }
 
 /// Asks on a terminal; without one, `--yes` must say it.
 fn confirm(host: &Host, name: &BranchName) -> Result<()> {
+    if crate::ops::branch::dispose::keeps(host) {
+        return host.printer.confirm(
+            host.assume_yes,
+            &format!(
+                "Delete branch {name}? It stays in the trash for {} (lifecycle.keep_deleted).",
+                host.config.lifecycle.keep_deleted
+            ),
+            &format!("deleting branch {name} stops it and moves it to the trash"),
+        );
+    }
     host.printer.confirm(
         host.assume_yes,
         &format!("Delete branch {name} and all its data?"),

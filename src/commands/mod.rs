@@ -25,6 +25,7 @@ pub mod start;
 pub mod status;
 pub mod stop;
 pub mod stop_idle;
+pub mod trash;
 pub mod unprotect;
 
 #[cfg(test)]
@@ -62,6 +63,9 @@ pub fn need(command: &Command) -> Need {
         // diff checks each side's owner itself (a side may be a generation).
         C::Diff(_) => Need::User,
         C::List(_) | C::Status(_) => Need::User,
+        // Whose each entry is, is checked against the record it keeps (`authorize` first,
+        // then the operation again under the entry's lock).
+        C::Trash(_) | C::Restore(_) => Need::User,
         C::Completions { .. } => Need::Anyone,
         C::Exec(_) | C::Shell(_) => Need::OwnProcess,
         C::Baseline(BaselineCommand::List) => Need::User,
@@ -100,6 +104,16 @@ pub fn authorize(host: &Host, command: &Command) -> Result<Grant> {
                 )));
             }
         }
+    }
+    if let Command::Restore(crate::cli::RestoreArgs { what, .. })
+    | Command::Trash(crate::cli::TrashArgs {
+        command:
+            Some(crate::cli::TrashCommand::Purge(crate::cli::TrashPurgeArgs {
+                what: Some(what), ..
+            })),
+    }) = command
+    {
+        crate::ops::trash::check_caller_may_touch(host, what)?;
     }
     Ok(grant)
 }
@@ -151,6 +165,8 @@ pub fn dispatch(host: &Host, grant: &Grant, command: &Command, config_note: &str
         Command::Checkpoint(a) => checkpoint::run(host, a),
         Command::Checkpoints(a) => checkpoint::list_run(host, a),
         Command::Diff(a) => diff::run(host, a),
+        Command::Trash(a) => trash::run(host, a),
+        Command::Restore(a) => trash::restore_run(host, a),
         Command::Doctor(a) => doctor::run(host, a, config_note),
         Command::Daemon => crate::service::daemon::serve(
             host.config_file

@@ -77,7 +77,14 @@ fn regex_escape(s: &str) -> String {
 
 /// Snapshots both forms of one command: `NAME.json` and `NAME.txt`.
 fn both(sim: &mut SimHost, name: &str, args: &str) {
+    both_with(sim, name, args, |_| {});
+}
+
+/// `both`, with `between` run between the JSON and the text run (for a command that
+/// cannot run twice in a row: `restore`).
+fn both_with(sim: &mut SimHost, name: &str, args: &str, between: impl FnOnce(&mut SimHost)) {
     let json = run(sim, true, args);
+    between(sim);
     serde_json::from_str::<serde_json::Value>(&json)
         .unwrap_or_else(|e| panic!("{args}: --json is not JSON ({e}):\n{json}"));
     let text = run(sim, false, args);
@@ -184,6 +191,24 @@ fn lifecycle_commands() {
     both(&mut sim, "stop-idle-dry-run", "stop-idle --dry-run");
     both(&mut sim, "gc-dry-run", "gc --dry-run --older-than 1d");
     both(&mut sim, "gc", "--yes gc");
+}
+
+#[test]
+fn trash_commands() {
+    let mut sim = populated();
+    run(&mut sim, true, "--yes delete a");
+    sim.advance(chrono::Duration::hours(1));
+    both(&mut sim, "trash", "trash");
+    both_with(&mut sim, "restore", "restore a", |sim| {
+        run(sim, true, "--yes delete a");
+    });
+    both(&mut sim, "reset-keep", "reset a --keep");
+    run(&mut sim, true, "--yes delete a");
+    both_with(&mut sim, "trash-purge", "--yes trash purge a", |sim| {
+        run(sim, true, "create a");
+        run(sim, true, "--yes delete a");
+    });
+    both(&mut sim, "trash-empty", "trash");
 }
 
 #[test]

@@ -43,7 +43,7 @@ fn build_in<T>(
     host.storage.open()?;
     // One build at a time; branch commands are not held up by it.
     let _lock = host.baseline_lock()?;
-    host.check_free_space()?;
+    crate::ops::trash::ensure_space(host)?;
     let generation = host
         .storage
         .baselines()?

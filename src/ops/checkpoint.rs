@@ -84,6 +84,35 @@ pub fn make(
     })
 }
 
+/// What `reset --keep` names the state it keeps: `before-reset-N`.
+pub const BEFORE_RESET: &str = "before-reset-";
+
+/// A checkpoint `reset --keep` made (gc removes it after `lifecycle.keep_deleted`).
+pub fn is_before_reset(tag: &CheckpointTag) -> bool {
+    tag.as_str()
+        .strip_prefix(BEFORE_RESET)
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// `before-reset-N` with N one past the highest the branch has (recorded or stored).
+pub fn next_before_reset(
+    record: &crate::branch::BranchRecord,
+    present: &[CheckpointTag],
+) -> CheckpointTag {
+    let n = record
+        .checkpoints
+        .iter()
+        .map(|c| &c.tag)
+        .chain(present)
+        .filter(|t| is_before_reset(t))
+        .filter_map(|t| t.as_str()[BEFORE_RESET.len()..].parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    format!("{BEFORE_RESET}{}", n + 1)
+        .parse()
+        .expect("a valid tag")
+}
+
 /// `checkpoints NAME`: oldest first, with age and the disk each holds alone.
 pub fn list(host: &Host, name: &BranchName) -> Result<Vec<CheckpointInfo>> {
     host.storage.open()?;

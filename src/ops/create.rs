@@ -147,7 +147,7 @@ pub fn create(host: &Host, opts: &CreateOptions) -> Result<Created> {
             (baseline, made_by, opts.database.clone())
         }
     };
-    host.check_free_space()?;
+    crate::ops::trash::ensure_space(host)?;
     let mut record = BranchRecord::new(
         name.clone(),
         baseline,

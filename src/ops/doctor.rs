@@ -159,6 +159,9 @@ pub fn report(host: &Host, config_note: &str) -> DoctorReport {
     if let Some(check) = pools_check(host) {
         checks.push(check);
     }
+    if let Some(check) = trash_check(host) {
+        checks.push(check);
+    }
     DoctorReport {
         checks,
         available_memory_bytes: available,
@@ -211,6 +214,46 @@ fn pools_check(host: &Host) -> Option<Check> {
                 "{detail} — slots wait for a recycler in {}: any `db-branch pool` command for \
                  it starts one",
                 idle.join(", ")
+            ),
+        )
+    })
+}
+
+/// What the trash holds (None when it is empty), and entries a crash left half-moved.
+fn trash_check(host: &Host) -> Option<Check> {
+    let rows = match crate::ops::trash::list(host) {
+        Ok(r) if r.is_empty() => return None,
+        Ok(r) => r,
+        Err(e) => {
+            return Some(Check::warn(
+                "trash",
+                format!("cannot read the trash: {}", crate::report::chain_text(&e)),
+            ))
+        }
+    };
+    let held: u64 = rows.iter().filter_map(|r| r.own_bytes).sum();
+    let next = rows.iter().map(|r| r.keep_until).min().expect("not empty");
+    let detail = format!(
+        "{} deleted branch{} kept, holding {} of their own; the next goes at {}          (lifecycle.keep_deleted = {}; `db-branch trash` lists them)",
+        rows.len(),
+        if rows.len() == 1 { "" } else { "es" },
+        crate::values::ByteSize(held),
+        next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        host.config.lifecycle.keep_deleted
+    );
+    let half: Vec<String> = rows
+        .iter()
+        .filter(|r| !r.complete)
+        .map(|r| r.id.to_string())
+        .collect();
+    Some(if half.is_empty() {
+        Check::ok("trash", detail)
+    } else {
+        Check::warn(
+            "trash",
+            format!(
+                "{detail}; half-moved by a crash, their branch's name since taken by another:                  {} (`db-branch trash purge ID` removes one)",
+                half.join(", ")
             ),
         )
     })
@@ -327,6 +370,8 @@ fn repair_under_lock<G>(
 /// left alone (their lock says someone is working on them).
 pub fn orphans(host: &Host, repair: bool) -> Result<Vec<Finding>> {
     host.storage.open()?;
+    // A delete a crash interrupted is finished first: its branch is not an orphan.
+    crate::ops::trash::list(host)?;
     let mut findings = Vec::new();
     let mut note = |kind: FindingKind, subject: String, outcome: Option<Result<bool>>| {
         let action = match outcome {

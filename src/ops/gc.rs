@@ -1,12 +1,15 @@
 //! Garbage collection: delete expired branches, for PR-close events that never arrived;
 //! with selectors also branches older or idler than a threshold, narrowed by labels. A
 //! protected branch is never deleted. Each branch is judged again under its own lock, so
-//! a TTL renewed by another invocation meanwhile is honoured.
+//! a TTL renewed by another invocation meanwhile is honoured. What it deletes goes to the
+//! trash (`lifecycle.keep_deleted`); what has been in the trash longer goes for good, and
+//! so do the `before-reset-N` checkpoints older than that.
 
 use crate::branch::{BranchRecord, Label, Phase};
 use crate::host::Host;
-use crate::ops::branch::discard::discard;
+use crate::ops::branch::dispose::{dispose, Disposed};
 use crate::store::records;
+use crate::store::trash::Reason;
 use crate::values::Duration;
 use anyhow::Result;
 use chrono::{DateTime, Utc};
@@ -31,6 +34,11 @@ pub enum GcAction {
     KeptProtected,
     #[serde(rename = "error")]
     Error,
+    /// Past `lifecycle.keep_deleted` in the trash: destroyed for good.
+    #[serde(rename = "purged")]
+    Purged,
+    #[serde(rename = "would purge")]
+    WouldPurge,
 }
 
 impl std::fmt::Display for GcAction {
@@ -40,6 +48,8 @@ impl std::fmt::Display for GcAction {
             GcAction::WouldDelete => "would delete",
             GcAction::KeptProtected => "kept (protected)",
             GcAction::Error => "error",
+            GcAction::Purged => "purged",
+            GcAction::WouldPurge => "would purge",
         })
     }
 }
@@ -52,7 +62,13 @@ pub struct GcRow {
     pub action: GcAction,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The trash entry a deleted branch went to (None: destroyed at once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trash_id: Option<crate::branch::TrashId>,
 }
+
+/// What gc decided for one branch under its lock: why, what it did, the trash entry.
+type Decided = (Vec<String>, GcAction, Option<crate::branch::TrashId>);
 
 /// Why `record` is due for collection at `now` (empty: it is not).
 fn reasons(record: &BranchRecord, opts: &GcOptions, now: DateTime<Utc>) -> Vec<String> {
@@ -92,8 +108,9 @@ pub fn gc(host: &Host, opts: &GcOptions) -> Result<Vec<GcRow>> {
             reason: String::new(),
             action: GcAction::Error,
             error: None,
+            trash_id: None,
         };
-        let decided = (|| -> Result<Option<(Vec<String>, GcAction)>> {
+        let decided = (|| -> Result<Option<Decided>> {
             let _lock = host.branch_lock(&name)?;
             // Judged again under the lock: another invocation may have renewed, protected
             // or deleted it since the list was read.
@@ -104,22 +121,31 @@ pub fn gc(host: &Host, opts: &GcOptions) -> Result<Vec<GcRow>> {
             if why.is_empty() {
                 return Ok(None);
             }
+            let mut trashed = None;
             let action = if record.is_protected(now) {
                 GcAction::KeptProtected
             } else if opts.dry_run {
                 GcAction::WouldDelete
             } else {
-                discard(host, &name)?;
+                let reason = if record.is_expired(now) {
+                    Reason::Expiry
+                } else {
+                    Reason::Gc
+                };
+                if let Disposed::Trashed(e) = dispose(host, &name, Some(&record), reason)? {
+                    trashed = Some(e.id);
+                }
                 crate::failpoint::hit("gc:after-delete");
                 GcAction::Deleted
             };
-            Ok(Some((why, action)))
+            Ok(Some((why, action, trashed)))
         })();
         match decided {
             Ok(None) => continue,
-            Ok(Some((why, action))) => {
+            Ok(Some((why, action, trashed))) => {
                 row.reason = why.join(", ");
                 row.action = action;
+                row.trash_id = trashed;
             }
             Err(e) => {
                 row.reason = reasons(&listed, opts, now).join(", ");
@@ -127,6 +153,73 @@ pub fn gc(host: &Host, opts: &GcOptions) -> Result<Vec<GcRow>> {
             }
         }
         rows.push(row);
+    }
+    rows.extend(expire_kept(host, opts.dry_run)?);
+    Ok(rows)
+}
+
+/// What was kept for `lifecycle.keep_deleted` and is older: trash entries and
+/// `before-reset-N` checkpoints.
+fn expire_kept(host: &Host, dry_run: bool) -> Result<Vec<GcRow>> {
+    let now = host.clock.now();
+    let keep = host.config.lifecycle.keep_deleted;
+    let mut rows = Vec::new();
+    let reason = format!("kept longer than lifecycle.keep_deleted ({keep})");
+    if dry_run {
+        for e in crate::store::trash::list(&host.layout)?
+            .into_iter()
+            .filter(|e| e.keep_until <= now)
+        {
+            rows.push(GcRow {
+                name: e.id.to_string(),
+                reason: format!("in the trash: {reason}"),
+                action: GcAction::WouldPurge,
+                error: None,
+                trash_id: Some(e.id),
+            });
+        }
+    } else {
+        for (id, error) in crate::ops::trash::purge_expired(host)? {
+            rows.push(GcRow {
+                name: id.to_string(),
+                reason: format!("in the trash: {reason}"),
+                action: if error.is_some() {
+                    GcAction::Error
+                } else {
+                    GcAction::Purged
+                },
+                error,
+                trash_id: Some(id),
+            });
+        }
+    }
+    let limit = chrono::Duration::from_std(keep.0).unwrap_or(chrono::Duration::MAX);
+    for record in records::list(&host.layout)? {
+        for c in record
+            .checkpoints
+            .iter()
+            .filter(|c| crate::ops::checkpoint::is_before_reset(&c.tag))
+            .filter(|c| now - c.created >= limit)
+        {
+            let mut row = GcRow {
+                name: format!("{}@{}", record.name, c.tag),
+                reason: format!("checkpoint of a reset: {reason}"),
+                action: if dry_run {
+                    GcAction::WouldPurge
+                } else {
+                    GcAction::Purged
+                },
+                error: None,
+                trash_id: None,
+            };
+            if !dry_run {
+                if let Err(e) = crate::ops::checkpoint::delete(host, &record.name, &c.tag) {
+                    row.action = GcAction::Error;
+                    row.error = Some(format!("{e:#}"));
+                }
+            }
+            rows.push(row);
+        }
     }
     Ok(rows)
 }

@@ -9,6 +9,7 @@ pub mod baseline;
 pub mod branch;
 pub mod checkpoint;
 pub mod create;
+pub mod delete;
 pub mod diff;
 pub mod doctor;
 pub mod gc;
@@ -20,6 +21,7 @@ pub mod power;
 pub mod reset;
 pub mod stop_idle;
 pub mod transfer;
+pub mod trash;
 
 #[cfg(test)]
 pub mod testing;

@@ -26,6 +26,8 @@ pub struct ResetOptions {
     pub server_options: Option<Vec<String>>,
     /// `--to TAG`: back to this checkpoint instead of the branch's birth (`@init`).
     pub to: Option<crate::branch::CheckpointTag>,
+    /// `--keep`: first keep the state thrown away as checkpoint `before-reset-N`.
+    pub keep: bool,
 }
 
 impl ResetOptions {
@@ -35,11 +37,24 @@ impl ResetOptions {
             ttl: None,
             server_options: None,
             to: None,
+            keep: false,
         }
     }
 }
 
+/// What `reset` did.
+#[derive(Debug, Clone)]
+pub struct ResetDone {
+    pub record: BranchRecord,
+    /// The checkpoint that keeps the state thrown away (`--keep`).
+    pub kept: Option<crate::branch::CheckpointTag>,
+}
+
 pub fn reset(host: &Host, opts: &ResetOptions) -> Result<BranchRecord> {
+    reset_keeping(host, opts).map(|d| d.record)
+}
+
+pub fn reset_keeping(host: &Host, opts: &ResetOptions) -> Result<ResetDone> {
     host.storage.open()?;
     let name = &opts.name;
     // Everything that can be refused is decided before the kill: a refusal leaves the
@@ -67,6 +82,11 @@ pub fn reset(host: &Host, opts: &ResetOptions) -> Result<BranchRecord> {
     if let Some(options) = &opts.server_options {
         record.server_options = options.clone();
     }
+    let kept = if opts.keep {
+        Some(keep_state(host, &mut record)?)
+    } else {
+        None
+    };
     // The old server's memory comes back when it is killed.
     let freed = server_rss(host, name).unwrap_or(0);
     let _reservation = admit(host, &record, freed)?;
@@ -98,7 +118,29 @@ pub fn reset(host: &Host, opts: &ResetOptions) -> Result<BranchRecord> {
         format!("branch {name} was rolled back but its server did not come up; try `db-branch start {name}`")
     })?;
     records::save(&host.layout, &record)?;
-    Ok(record)
+    Ok(ResetDone { record, kept })
+}
+
+/// The branch as it is now, as checkpoint `before-reset-N` (crash-consistent, after the
+/// redo log is flushed: every committed transaction is in it), recorded before the kill.
+fn keep_state(host: &Host, record: &mut BranchRecord) -> Result<crate::branch::CheckpointTag> {
+    let name = record.name.clone();
+    let present = host.storage.checkpoints(&name)?;
+    let tag = super::checkpoint::next_before_reset(record, &present);
+    let captured = crate::ops::branch::capture::capture(host, record, false, || {
+        host.storage.checkpoint_branch(&name, &tag)
+    })
+    .with_context(|| format!("keeping branch {name} as checkpoint {tag} before its reset"))?;
+    record.checkpoints.push(crate::branch::Checkpoint {
+        tag: tag.clone(),
+        created: host.clock.now(),
+        clean: captured.clean,
+    });
+    if let Err(e) = persist(host, record) {
+        let _ = host.storage.remove_checkpoint(&name, &tag);
+        return Err(e);
+    }
+    Ok(tag)
 }
 
 #[cfg(test)]

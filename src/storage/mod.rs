@@ -10,7 +10,7 @@ pub mod file_copy;
 pub mod sim;
 pub mod zfs;
 
-use crate::branch::{BranchName, CheckpointTag, Generation};
+use crate::branch::{BranchName, CheckpointTag, Generation, TrashId};
 use crate::check::Check;
 use crate::error::{Classified, Kind};
 use crate::flavour::Flavour;
@@ -236,6 +236,39 @@ pub trait Storage: Transfer + Send + Sync {
     }
     /// Bytes only this checkpoint holds (None when it cannot be told).
     fn checkpoint_usage(&self, _name: &BranchName, _tag: &CheckpointTag) -> Result<Option<u64>> {
+        Ok(None)
+    }
+    /// Moves branch `name`'s storage — its datadir (read-only from then on), `@init` and
+    /// checkpoints — into the trash as entry `id`; its server is stopped. Idempotent: a
+    /// re-run after a crash half-way finishes the move.
+    /// Whether `trash_branch` and the rest of the trash work here (where not, a delete
+    /// destroys at once).
+    fn has_trash(&self) -> bool {
+        false
+    }
+    fn trash_branch(&self, _name: &BranchName, _id: &TrashId) -> Result<()> {
+        Err(not_here("the trash"))
+    }
+    /// Brings trash entry `id` back as branch `name`, writable again, with its `@init`
+    /// and checkpoints. Idempotent like `trash_branch`.
+    fn restore_trashed(&self, _id: &TrashId, _name: &BranchName) -> Result<()> {
+        Err(not_here("the trash"))
+    }
+    /// Destroys trash entry `id` and frees its space. Idempotent.
+    fn purge_trashed(&self, _id: &TrashId) -> Result<()> {
+        Err(not_here("the trash"))
+    }
+    /// Waits until the space of what was destroyed is free again (btrfs frees a deleted
+    /// subvolume's blocks in the background).
+    fn reclaim(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Trash entries that hold storage, whatever the trash's records say.
+    fn trashed(&self) -> Result<Vec<TrashId>> {
+        Ok(Vec::new())
+    }
+    /// Bytes trash entry `id` holds that nothing else shares (None when it cannot be told).
+    fn trashed_usage(&self, _id: &TrashId) -> Result<Option<u64>> {
         Ok(None)
     }
     /// A workspace for generation `gen` holding the branch's datadir as it is now (the

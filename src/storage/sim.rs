@@ -1,7 +1,7 @@
 //! In-memory storage for unit tests of command logic. Can be told to fail one operation.
 
 use super::{PoolInfo, Storage};
-use crate::branch::{BranchName, CheckpointTag, Generation};
+use crate::branch::{BranchName, CheckpointTag, Generation, TrashId};
 use anyhow::{anyhow, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -31,6 +31,19 @@ pub struct SimState {
     pub checkpoints: BTreeMap<(BranchName, CheckpointTag), bool>,
     /// A generation received and not yet committed: (generation, the stream's bytes).
     pub receiving: Option<(Generation, Vec<u8>)>,
+    /// The trash: entry -> (generation, written, checkpoints with their written flag).
+    pub trash: BTreeMap<TrashId, SimTrashed>,
+    /// Bytes each trash entry holds (as `trashed_usage` reports); set by tests.
+    pub trash_bytes: BTreeMap<TrashId, u64>,
+    /// Free space `info` reports (None: 512 MiB); a purge of the trash gives its bytes back.
+    pub free_bytes: Option<u64>,
+}
+
+/// A branch as the sim's trash keeps it.
+#[derive(Debug, Clone)]
+pub struct SimTrashed {
+    pub branch: (Generation, bool),
+    pub checkpoints: Vec<(CheckpointTag, bool)>,
 }
 
 impl SimStorage {
@@ -167,11 +180,12 @@ impl Storage for SimStorage {
         self.state.lock().unwrap().ram_backed
     }
     fn info(&self) -> Result<PoolInfo> {
+        let free_bytes = self.state.lock().unwrap().free_bytes.unwrap_or(1 << 29);
         Ok(PoolInfo {
             kind: "sim".into(),
             path: PathBuf::from("/sim"),
             total_bytes: 1 << 30,
-            free_bytes: 1 << 29,
+            free_bytes,
             ram_backed: self.ram_backed(),
             ram_bytes: None,
         })
@@ -305,6 +319,63 @@ impl Storage for SimStorage {
             .filter(|(n, _)| n == name)
             .map(|(_, t)| t.clone())
             .collect())
+    }
+    fn has_trash(&self) -> bool {
+        true
+    }
+    fn trash_branch(&self, name: &BranchName, id: &TrashId) -> Result<()> {
+        let mut st = self.check("trash_branch")?;
+        let checkpoints: Vec<(CheckpointTag, bool)> = st
+            .checkpoints
+            .iter()
+            .filter(|((n, _), _)| n == name)
+            .map(|((_, t), w)| (t.clone(), *w))
+            .collect();
+        st.checkpoints.retain(|(n, _), _| n != name);
+        if let Some(branch) = st.branches.remove(name) {
+            st.trash.insert(
+                id.clone(),
+                SimTrashed {
+                    branch,
+                    checkpoints,
+                },
+            );
+        }
+        Ok(())
+    }
+    fn restore_trashed(&self, id: &TrashId, name: &BranchName) -> Result<()> {
+        let mut st = self.check("restore_trashed")?;
+        let Some(t) = st.trash.remove(id) else {
+            return if st.branches.contains_key(name) {
+                Ok(())
+            } else {
+                Err(anyhow!("no trash entry {id}"))
+            };
+        };
+        st.branches.insert(name.clone(), t.branch);
+        for (tag, w) in t.checkpoints {
+            st.checkpoints.insert((name.clone(), tag), w);
+        }
+        Ok(())
+    }
+    fn purge_trashed(&self, id: &TrashId) -> Result<()> {
+        let mut st = self.check("purge_trashed")?;
+        st.trash.remove(id);
+        let freed = st.trash_bytes.remove(id).unwrap_or(0);
+        if let Some(f) = st.free_bytes.as_mut() {
+            *f += freed;
+        }
+        Ok(())
+    }
+    fn trashed(&self) -> Result<Vec<TrashId>> {
+        Ok(self.state.lock().unwrap().trash.keys().cloned().collect())
+    }
+    fn trashed_usage(&self, id: &TrashId) -> Result<Option<u64>> {
+        let st = self.state.lock().unwrap();
+        Ok(st
+            .trash
+            .contains_key(id)
+            .then(|| st.trash_bytes.get(id).copied().unwrap_or(1 << 20)))
     }
     fn begin_baseline_from_branch(&self, gen: Generation, name: &BranchName) -> Result<PathBuf> {
         let mut st = self.check("begin_baseline_from_branch")?;

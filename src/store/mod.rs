@@ -7,3 +7,4 @@ pub mod records;
 pub mod reservations;
 pub mod secrets;
 pub mod tls;
+pub mod trash;

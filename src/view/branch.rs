@@ -164,6 +164,12 @@ pub struct DeleteView {
     pub name: BranchName,
     /// false when there was nothing to delete.
     pub deleted: bool,
+    /// The trash entry that keeps it (None: destroyed at once, or nothing there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trash_id: Option<crate::branch::TrashId>,
+    /// Until when `restore` can bring it back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keep_until: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Human for DeleteView {

@@ -12,3 +12,4 @@ pub mod lifecycle;
 pub mod migrate;
 pub mod pool;
 pub mod transfer;
+pub mod trash;

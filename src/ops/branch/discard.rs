@@ -16,12 +16,28 @@ pub enum Deleted {
     NothingThere,
 }
 
-/// Deletes a branch; a protected one only with `force`.
+/// Deletes a branch at once (the scratch branches of `diff` and `migrate-check`; users'
+/// deletes go through the trash, `ops::delete`); a protected one only with `force`.
 pub fn delete(host: &Host, name: &BranchName, force: bool) -> Result<Deleted> {
     host.storage.open()?;
     let _lock = host.branch_lock(name)?;
     let record = records::load(&host.layout, name)?;
-    if let Some(r) = record.as_ref().filter(|r| r.is_protected(host.clock.now())) {
+    refuse_if_protected(host, name, record.as_ref(), force)?;
+    if !exists(host, name, record.as_ref())? {
+        return Ok(Deleted::NothingThere);
+    }
+    discard(host, name)?;
+    Ok(Deleted::Deleted)
+}
+
+/// A protected branch is deleted only with `force`.
+pub fn refuse_if_protected(
+    host: &Host,
+    name: &BranchName,
+    record: Option<&crate::branch::BranchRecord>,
+    force: bool,
+) -> Result<()> {
+    if let Some(r) = record.filter(|r| r.is_protected(host.clock.now())) {
         if !force {
             let until = r
                 .protection
@@ -39,14 +55,18 @@ pub fn delete(host: &Host, name: &BranchName, force: bool) -> Result<Deleted> {
             );
         }
     }
-    let exists = record.is_some()
+    Ok(())
+}
+
+/// Whether anything of branch `name` is there to delete.
+pub fn exists(
+    host: &Host,
+    name: &BranchName,
+    record: Option<&crate::branch::BranchRecord>,
+) -> Result<bool> {
+    Ok(record.is_some()
         || host.layout.branch_dir(name).exists()
-        || host.storage.branch_exists(name)?;
-    if !exists {
-        return Ok(Deleted::NothingThere);
-    }
-    discard(host, name)?;
-    Ok(Deleted::Deleted)
+        || host.storage.branch_exists(name)?)
 }
 
 /// Removes everything of a branch, in the order that never leaves a server running on

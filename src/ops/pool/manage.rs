@@ -283,7 +283,7 @@ pub fn create_pool(host: &Host, opts: &PoolOptions) -> Result<PoolReport> {
         // cannot copy, a branch of another's in the way) goes again: nothing half-made is
         // left. Other failures keep what was made for a second run to finish.
         Err(e) if !existed && crate::report::classify(&e).0 == Kind::Usage => {
-            if let Err(undo) = discard_all(host, &spec, &dir) {
+            if let Err(undo) = discard_all(host, &spec, &dir, false) {
                 return Err(e.context(format!(
                     "and removing pool {} again failed: {}",
                     spec.name,
@@ -374,13 +374,14 @@ pub fn delete_pool(host: &Host, pool: &PoolName) -> Result<bool> {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    discard_all(host, &spec, &dir)?;
+    discard_all(host, &spec, &dir, true)?;
     Ok(true)
 }
 
 /// Every branch of the pool (its slots', or its dense servers'), its tokens and its
-/// directory. The recycler must not run.
-fn discard_all(host: &Host, spec: &PoolSpec, dir: &std::path::Path) -> Result<()> {
+/// directory; `trash`: the branches go to the trash (`pool delete`), else at once (a
+/// create undone). The recycler must not run.
+fn discard_all(host: &Host, spec: &PoolSpec, dir: &std::path::Path, trash: bool) -> Result<()> {
     let pool = &spec.name;
     let mut numbers: Vec<usize> = slots::all(dir)?.into_keys().collect();
     numbers.extend(1..=spec.size);
@@ -390,10 +391,19 @@ fn discard_all(host: &Host, spec: &PoolSpec, dir: &std::path::Path) -> Result<()
     branches.dedup();
     for name in branches {
         let _lock = host.branch_lock(&name)?;
-        let ours = records::load(&host.layout, &name)?
-            .is_some_and(|r| r.labels.get(POOL_LABEL) == Some(&pool.to_string()));
-        if ours {
-            crate::ops::branch::discard::discard(host, &name)?;
+        let record = records::load(&host.layout, &name)?
+            .filter(|r| r.labels.get(POOL_LABEL) == Some(&pool.to_string()));
+        match record {
+            Some(r) if trash => {
+                crate::ops::branch::dispose::dispose(
+                    host,
+                    &name,
+                    Some(&r),
+                    crate::store::trash::Reason::PoolDelete,
+                )?;
+            }
+            Some(_) => crate::ops::branch::discard::discard(host, &name)?,
+            None => {}
         }
     }
     for n in numbers {

@@ -4,13 +4,15 @@
 //! On-disk layout under the pool directory:
 //! `baselines/gen-NNNNNN` (read-only), `baselines/building-gen-NNNNNN` (being built; not a
 //! hidden name: MySQL cannot start a datadir below a directory whose name starts with `.`),
-//! `branches/NAME` (writable datadir), `branches/NAME@init` (read-only, clean).
+//! `branches/NAME` (writable datadir), `branches/NAME@init` (read-only, clean),
+//! `branches/NAME@cp-TAG` (checkpoints), `trash/MILLIS-NAME/` (deleted branches: trash.rs).
 
 mod transfer;
+mod trash;
 
 use super::StorageError;
 use super::{PoolInfo, Storage};
-use crate::branch::{BranchName, CheckpointTag, Generation};
+use crate::branch::{BranchName, CheckpointTag, Generation, TrashId};
 use crate::check::Check;
 use crate::exec;
 use anyhow::{anyhow, Context, Result};
@@ -561,6 +563,47 @@ impl Storage for BtrfsStorage {
 
     fn checkpoint_usage(&self, name: &BranchName, tag: &CheckpointTag) -> Result<Option<u64>> {
         self.exclusive_bytes(&self.checkpoint_snapshot(name, tag))
+    }
+
+    fn has_trash(&self) -> bool {
+        true
+    }
+
+    fn trash_branch(&self, name: &BranchName, id: &TrashId) -> Result<()> {
+        self.trash(name, id)
+    }
+
+    fn restore_trashed(&self, id: &TrashId, name: &BranchName) -> Result<()> {
+        self.restore(id, name)
+    }
+
+    fn purge_trashed(&self, id: &TrashId) -> Result<()> {
+        self.purge(id)
+    }
+
+    fn trashed(&self) -> Result<Vec<TrashId>> {
+        self.trash_entries()
+    }
+
+    fn reclaim(&self) -> Result<()> {
+        // The cleaner drops deleted subvolumes' extents; they count as free only once the
+        // transaction after that commits (up to 30 s later on its own).
+        exec::run(
+            Command::new("btrfs")
+                .args(["subvolume", "sync"])
+                .arg(&self.pool),
+        )
+        .context("waiting for btrfs to free deleted subvolumes")?;
+        libbtrfsutil::sync(&self.pool).map_err(|e| {
+            anyhow!(
+                "committing btrfs's transaction on {}: {e}",
+                self.pool.display()
+            )
+        })
+    }
+
+    fn trashed_usage(&self, id: &TrashId) -> Result<Option<u64>> {
+        self.trash_usage(id)
     }
 
     fn begin_baseline_from_branch(&self, gen: Generation, name: &BranchName) -> Result<PathBuf> {
