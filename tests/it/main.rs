@@ -25,4 +25,5 @@ mod profiles;
 mod reliability;
 mod servers;
 mod shared_host;
+mod trash;
 mod zfs;

@@ -207,6 +207,57 @@ fn every_failpoint_is_put_right_by_the_next_command_or_doctor_repair() {
                 env.run_ok(&["--yes", "gc"]);
                 assert_eq!(env.names(), ["reference"], "{fp}");
             }
+            "trash" => {
+                // The suite's roots destroy at once; this step keeps deletes in the trash.
+                let keeping = env.root.with_extension("keeping.toml");
+                std::fs::write(
+                    &keeping,
+                    std::fs::read_to_string(&env.config)
+                        .unwrap()
+                        .replace("keep_deleted = \"0s\"", "keep_deleted = \"24h\""),
+                )
+                .unwrap();
+                let delete = |failpoint: Option<&str>| {
+                    let mut cmd = std::process::Command::new(db_branch::testkit::bin());
+                    cmd.args(["delete", "--yes", "victim"])
+                        .env("DB_BRANCH_CONFIG", &keeping)
+                        .stdin(std::process::Stdio::null());
+                    if let Some(f) = failpoint {
+                        cmd.env("DB_BRANCH_FAILPOINT", f);
+                    }
+                    cmd.output().unwrap()
+                };
+                // Generation 1 has the seed's `shop` (the baseline steps add empty ones).
+                let p = port(&env.json(&["create", "victim", "--baseline", "1"]));
+                sql(p, "CREATE TABLE shop.kept (id INT PRIMARY KEY)");
+                let out = delete(Some(fp));
+                assert_eq!(
+                    out.status.code(),
+                    Some(db_branch::failpoint::EXIT_CODE),
+                    "{fp}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                if fp == &"trash:after-entry" {
+                    // The next delete finishes what the crashed one began.
+                    let out = delete(None);
+                    assert!(
+                        out.status.success(),
+                        "{fp}: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+                // After the storage moved: the next command that reads the trash finishes it.
+                let trash = env.json(&["trash"]);
+                let entries = trash.as_array().unwrap();
+                assert_eq!(entries.len(), 1, "{fp}: {trash}");
+                assert_eq!(entries[0]["name"], "victim", "{fp}");
+                assert_eq!(entries[0]["complete"], true, "{fp}");
+                assert!(!env.names().contains(&"victim".to_string()), "{fp}");
+                let restored = env.json(&["restore", "victim"]);
+                assert_eq!(port(&restored), p, "{fp}: same port");
+                assert_eq!(sql(p, "SELECT COUNT(*) FROM shop.kept"), "0", "{fp}");
+                env.run_ok(&["delete", "--yes", "victim"]);
+            }
             other => panic!("failpoint of unknown command {other}"),
         }
         assert_clean(&env, fp);

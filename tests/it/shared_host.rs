@@ -130,7 +130,7 @@ impl SharedHost {
         let env = TestEnv::new(
             "",
             &format!(
-                "[access]\nusers_group = \"{users_group}\"\nadmins_group = \"{admins_group}\"\nservice = true\n{extra_access}"
+                "[access]\nusers_group = \"{users_group}\"\nadmins_group = \"{admins_group}\"\nservice = true\n{extra_access}\n[lifecycle]\nkeep_deleted = \"24h\"\n"
             ),
         );
         let bin_dir = PathBuf::from(format!("/var/lib/dbbt/bin-{id}"));
@@ -364,6 +364,56 @@ fn users_act_on_their_own_branches_through_the_service() {
     assert!(
         !env.root.join("secrets/a1").exists(),
         "secrets go with the branch"
+    );
+    // Into the trash, which keeps it alice's: bob may see it, not bring it back or end it.
+    let out = as_user(bin, env, bob, &["--json", "trash"]);
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let a1 = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "a1")
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(a1["owner"], alice.as_str(), "{listed}");
+    assert_eq!(a1["deleted_by"], alice.as_str(), "{listed}");
+    for args in [
+        &["restore", "a1"][..],
+        &["restore", "a1", "--as", "mine"],
+        &["--yes", "trash", "purge", "a1"],
+    ] {
+        let out = as_user(bin, env, bob, args);
+        assert_eq!(code(&out), Some(77), "bob {args:?}: {}", stderr(&out));
+    }
+    let out = as_user(
+        bin,
+        env,
+        bob,
+        &["--json", "--yes", "trash", "purge", "--all"],
+    );
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    let none: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        none["purged"],
+        serde_json::json!([]),
+        "only bob's own: none"
+    );
+    // alice gets it back as it was, password and all.
+    let out = as_user(bin, env, alice, &["--json", "restore", "a1"]);
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    let out = as_user(bin, env, alice, &["env", "a1", "--format", "url"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&password),
+        "the same password"
+    );
+    let out = as_user(bin, env, alice, &["delete", "a1", "--yes"]);
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    let out = as_user(bin, env, alice, &["--yes", "trash", "purge", "a1"]);
+    assert_eq!(code(&out), Some(0), "{}", stderr(&out));
+    let left = env.json(&["trash"]);
+    assert!(
+        left.as_array().unwrap().iter().all(|e| e["name"] != "a1"),
+        "{left}"
     );
     drop(shared);
 }
