@@ -199,7 +199,8 @@ pub fn restore(host: &Host, opts: &RestoreOptions) -> Result<Restored> {
         .ok()
         .filter(|_| !host.config.lifecycle.default_ttl.0.is_zero());
     }
-    let (reservation, port_changed) = {
+    // The memory the guard admitted stays promised until the server is up.
+    let (_reservation, port_changed) = {
         let _host = host.host_lock()?;
         let reservation = admit_locked(host, &record, 0)?;
         let held: BTreeSet<u16> = records::list(&host.layout)?
@@ -224,7 +225,6 @@ pub fn restore(host: &Host, opts: &RestoreOptions) -> Result<Restored> {
     };
     // Restored: the entry is done with, whether or not the server comes up.
     trash::remove(&host.layout, &entry.id)?;
-    let _reservation = reservation;
     launch::start_and_wait(host, &mut record).with_context(|| {
         format!("branch {target} is restored but its server did not come up; try `db-branch start {target}`")
     })?;
