@@ -209,7 +209,8 @@ fn every_failpoint_is_put_right_by_the_next_command_or_doctor_repair() {
             }
             "trash" => {
                 // The suite's roots destroy at once; this step keeps deletes in the trash.
-                let keeping = env.root.with_extension("keeping.toml");
+                // Inside the root, so it goes with it.
+                let keeping = env.root.join("keeping.toml");
                 std::fs::write(
                     &keeping,
                     std::fs::read_to_string(&env.config)
