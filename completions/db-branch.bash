@@ -67,6 +67,9 @@ _db__branch() {
             db__branch,list)
                 cmd="db__branch__subcmd__list"
                 ;;
+            db__branch,metrics)
+                cmd="db__branch__subcmd__metrics"
+                ;;
             db__branch,migrate-check)
                 cmd="db__branch__subcmd__migrate__subcmd__check"
                 ;;
@@ -213,6 +216,9 @@ _db__branch() {
                 ;;
             db__branch__subcmd__help,list)
                 cmd="db__branch__subcmd__help__subcmd__list"
+                ;;
+            db__branch__subcmd__help,metrics)
+                cmd="db__branch__subcmd__help__subcmd__metrics"
                 ;;
             db__branch__subcmd__help,migrate-check)
                 cmd="db__branch__subcmd__help__subcmd__migrate__subcmd__check"
@@ -383,7 +389,7 @@ _db__branch() {
 
     case "${cmd}" in
         db__branch)
-            opts="-y -q -h -V --config --json --yes --quiet --host --help --version init baseline create reset delete start stop list status env exec shell doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints trash restore diff completions daemon help"
+            opts="-y -q -h -V --config --json --yes --quiet --host --help --version init baseline create reset delete start stop list status env exec shell doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints trash restore metrics diff completions daemon help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1161,7 +1167,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help)
-            opts="init baseline create reset delete start stop list status env exec shell doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints trash restore diff completions daemon help"
+            opts="init baseline create reset delete start stop list status env exec shell doctor stop-idle gc extend protect unprotect migrate-check bake pool checkpoint checkpoints trash restore metrics diff completions daemon help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1524,6 +1530,20 @@ _db__branch() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        db__subcmd__branch__subcmd__help__subcmd__metrics)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         db__subcmd__branch__subcmd__help__subcmd__migrate__subcmd__check)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1865,6 +1885,28 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__metrics)
+            opts="-y -q -h --config --json --yes --quiet --host --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

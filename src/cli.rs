@@ -102,6 +102,10 @@ pub enum Command {
     /// Bring a deleted branch back from the trash: its data, checkpoints, password and
     /// (when free) port, so its connection string is the same; then start it
     Restore(RestoreArgs),
+    /// Print the host's figures in the Prometheus text format (branches by state, owner and
+    /// pool; memory the guard counts; pool slots; the trash; baselines), for node_exporter's
+    /// textfile collector
+    Metrics(MetricsArgs),
     /// Compare two branches, checkpoints or generations: schema (tables, columns, indexes,
     /// foreign keys, views, routines, triggers, events), with --data row counts and
     /// checksums; exit 1 when they differ
@@ -167,6 +171,7 @@ impl Command {
                 None => "trash",
             },
             Command::Restore(_) => "restore",
+            Command::Metrics(_) => "metrics",
             Command::Diff(_) => "diff",
             Command::Completions { .. } => "completions",
             Command::Daemon => "daemon",
@@ -413,6 +418,9 @@ pub struct TrashPurgeArgs {
     #[arg(long)]
     pub all: bool,
 }
+
+#[derive(Debug, Args)]
+pub struct MetricsArgs {}
 
 #[derive(Debug, Args)]
 pub struct RestoreArgs {

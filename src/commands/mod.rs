@@ -16,6 +16,7 @@ pub mod extend;
 pub mod gc;
 pub mod init;
 pub mod list;
+pub mod metrics;
 pub mod migrate_check;
 pub mod pool;
 pub mod protect;
@@ -66,6 +67,8 @@ pub fn need(command: &Command) -> Need {
         // Whose each entry is, is checked against the record it keeps (`authorize` first,
         // then the operation again under the entry's lock).
         C::Trash(_) | C::Restore(_) => Need::User,
+        // What `list` shows, counted.
+        C::Metrics(_) => Need::User,
         C::Completions { .. } => Need::Anyone,
         C::Exec(_) | C::Shell(_) => Need::OwnProcess,
         C::Baseline(BaselineCommand::List) => Need::User,
@@ -167,6 +170,7 @@ pub fn dispatch(host: &Host, grant: &Grant, command: &Command, config_note: &str
         Command::Diff(a) => diff::run(host, a),
         Command::Trash(a) => trash::run(host, a),
         Command::Restore(a) => trash::restore_run(host, a),
+        Command::Metrics(a) => metrics::run(host, a),
         Command::Doctor(a) => doctor::run(host, a, config_note),
         Command::Daemon => crate::service::daemon::serve(
             host.config_file

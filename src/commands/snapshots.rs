@@ -212,6 +212,12 @@ fn trash_commands() {
 }
 
 #[test]
+fn metrics_command() {
+    let mut sim = populated();
+    both(&mut sim, "metrics", "metrics");
+}
+
+#[test]
 fn baseline_commands() {
     let mut sim = sim_host();
     both(&mut sim, "baseline-create", "baseline create --empty");

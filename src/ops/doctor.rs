@@ -83,15 +83,7 @@ pub fn report(host: &Host, config_note: &str) -> DoctorReport {
     checks.extend(host.storage.readiness());
     checks.extend(host.services.readiness());
 
-    // A new branch with the defaults, as the guard would see it now.
-    let mut probe = crate::branch::BranchRecord::new(
-        "new-branch".parse().expect("a valid name"),
-        crate::branch::Generation(1),
-        c.mysqld.buffer_pool,
-        host.clock.now(),
-    );
-    probe.profile = c.mysqld.profile;
-    probe.server = host.server.flavour().ok();
+    let probe = new_branch_probe(host);
     let memory = crate::ops::branch::budget::assess(host, &probe, 0);
     checks.push(match &memory {
         Ok(m) => {
@@ -171,6 +163,20 @@ pub fn report(host: &Host, config_note: &str) -> DoctorReport {
         free_ports,
         findings: Vec::new(),
     }
+}
+
+/// A new branch with the defaults, as the guard would see it now (`doctor`, `metrics`).
+pub fn new_branch_probe(host: &Host) -> crate::branch::BranchRecord {
+    let c = &host.config;
+    let mut probe = crate::branch::BranchRecord::new(
+        "new-branch".parse().expect("a valid name"),
+        crate::branch::Generation(1),
+        c.mysqld.buffer_pool,
+        host.clock.now(),
+    );
+    probe.profile = c.mysqld.profile;
+    probe.server = host.server.flavour().ok();
+    probe
 }
 
 /// The pools and whether their recyclers run (a pool without one hands out no recycled

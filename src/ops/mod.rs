@@ -15,6 +15,7 @@ pub mod doctor;
 pub mod gc;
 pub mod init;
 pub mod inspect;
+pub mod metrics;
 pub mod migrate_check;
 pub mod pool;
 pub mod power;
