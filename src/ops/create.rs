@@ -22,7 +22,6 @@ use crate::store::records;
 use crate::undo::Undo;
 use crate::values::ByteSize;
 use anyhow::Result;
-use std::collections::BTreeSet;
 
 #[derive(Debug, Clone)]
 pub struct CreateOptions {
@@ -208,10 +207,7 @@ fn apply<'a>(
     let reservation = {
         let _host = host.host_lock()?;
         let reservation = admit_locked(host, record, 0)?;
-        let held: BTreeSet<u16> = records::list(&host.layout)?
-            .iter()
-            .map(|r| r.port)
-            .collect();
+        let held = records::held_ports(&host.layout)?;
         record.port = ports::allocate(
             host.config.ports,
             host.config.bind_address,

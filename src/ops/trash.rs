@@ -16,7 +16,6 @@ use crate::store::trash::{self, Entry, Reason};
 use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use std::collections::BTreeSet;
 
 /// One entry as `trash` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -203,10 +202,7 @@ pub fn restore(host: &Host, opts: &RestoreOptions) -> Result<Restored> {
     let (_reservation, port_changed) = {
         let _host = host.host_lock()?;
         let reservation = admit_locked(host, &record, 0)?;
-        let held: BTreeSet<u16> = records::list(&host.layout)?
-            .iter()
-            .map(|r| r.port)
-            .collect();
+        let held = records::held_ports(&host.layout)?;
         let free = host.config.ports.iter().any(|p| p == entry.port)
             && !held.contains(&entry.port)
             && host.ports.is_free(host.config.bind_address, entry.port);

@@ -18,14 +18,12 @@ pub fn save(layout: &Layout, record: &BranchRecord) -> Result<()> {
 }
 
 pub fn load(layout: &Layout, name: &BranchName) -> Result<Option<BranchRecord>> {
-    let path = layout.record_file(name);
-    match fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .with_context(|| format!("branch record {} is damaged", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
-    }
+    super::files::read_json(&layout.record_file(name), "branch record")
+}
+
+/// The ports the branches' records hold.
+pub fn held_ports(layout: &Layout) -> Result<std::collections::BTreeSet<u16>> {
+    Ok(list(layout)?.iter().map(|r| r.port).collect())
 }
 
 pub fn list(layout: &Layout) -> Result<Vec<BranchRecord>> {
@@ -78,13 +76,7 @@ pub fn claim_branch_dir(layout: &Layout, name: &BranchName) -> Result<()> {
 
 /// Removes a branch's directory (record, option file, log, socket).
 pub fn remove_dir(layout: &Layout, name: &BranchName) -> Result<()> {
-    let dir = layout.branch_dir(name);
-    match fs::remove_dir_all(&dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(e).with_context(|| format!("removing {}", dir.display()))
-        }
-        _ => Ok(()),
-    }
+    super::files::remove_tree(&layout.branch_dir(name))
 }
 
 /// What the storage keeps of a branch (ZFS user properties), enough to rebuild its record:

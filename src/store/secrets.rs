@@ -120,13 +120,7 @@ pub fn gid_of(name: &str) -> Option<u32> {
 
 /// Removes the branch's secrets (on delete).
 pub fn remove(layout: &Layout, name: &BranchName) -> Result<()> {
-    let dir = layout.secrets_dir(name);
-    match fs::remove_dir_all(&dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(e).with_context(|| format!("removing {}", dir.display()))
-        }
-        _ => Ok(()),
-    }
+    super::files::remove_tree(&layout.secrets_dir(name))
 }
 
 fn ensure_dir(layout: &Layout, name: &BranchName) -> Result<()> {

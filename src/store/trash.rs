@@ -93,14 +93,7 @@ pub fn save(layout: &Layout, entry: &Entry) -> Result<()> {
 }
 
 pub fn load(layout: &Layout, id: &TrashId) -> Result<Option<Entry>> {
-    let path = entry_file(layout, id);
-    match fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .with_context(|| format!("trash entry {} is damaged", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
-    }
+    super::files::read_json(&entry_file(layout, id), "trash entry")
 }
 
 /// Every entry, oldest first (ids sort by the time of deletion).
@@ -128,14 +121,7 @@ pub fn list(layout: &Layout) -> Result<Vec<Entry>> {
 
 /// The branch record kept in entry `id` (None before the branch's directory moved in).
 pub fn record(layout: &Layout, id: &TrashId) -> Result<Option<BranchRecord>> {
-    let path = branch_dir(layout, id).join("branch.json");
-    match fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .with_context(|| format!("branch record {} is damaged", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
-    }
+    super::files::read_json(&branch_dir(layout, id).join("branch.json"), "branch record")
 }
 
 /// Renames `from` to `to` unless that happened already (`from` gone); a missing `from`
@@ -149,23 +135,11 @@ pub fn move_dir(from: &Path, to: &Path) -> Result<()> {
 
 /// Removes what is left of entry `id` (its storage is gone already).
 pub fn remove(layout: &Layout, id: &TrashId) -> Result<()> {
-    let dir = layout.trash_entry(id);
-    match fs::remove_dir_all(&dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(e).with_context(|| format!("removing {}", dir.display()))
-        }
-        _ => Ok(()),
-    }
+    super::files::remove_tree(&layout.trash_entry(id))
 }
 
 /// The branch's server files (socket, pid file, log, tmp) are of no use in the trash, and
 /// belong to the server's OS user: they go rather than move.
 pub fn drop_run_dir(layout: &Layout, name: &BranchName) -> Result<()> {
-    let dir = layout.run_dir(name);
-    match fs::remove_dir_all(&dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(e).with_context(|| format!("removing {}", dir.display()))
-        }
-        _ => Ok(()),
-    }
+    super::files::remove_tree(&layout.run_dir(name))
 }
