@@ -18,7 +18,7 @@ use crate::ops::branch::{
     unit::launch,
 };
 use crate::ports;
-use crate::store::records;
+use crate::store::{records, stats};
 use crate::undo::Undo;
 use crate::values::ByteSize;
 use anyhow::Result;
@@ -77,6 +77,15 @@ pub struct Created {
 }
 
 pub fn create(host: &Host, opts: &CreateOptions) -> Result<Created> {
+    let started = std::time::Instant::now();
+    let created = create_timed(host, opts)?;
+    if !created.existed {
+        stats::observe(&host.layout, stats::Operation::Create, started.elapsed());
+    }
+    Ok(created)
+}
+
+fn create_timed(host: &Host, opts: &CreateOptions) -> Result<Created> {
     // Bad input is refused before anything is touched.
     let now = host.clock.now();
     let expires_at = resolve(now, opts.expiry, Some(host.config.lifecycle.default_ttl))?;

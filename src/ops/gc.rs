@@ -8,8 +8,8 @@
 use crate::branch::{BranchRecord, Label, Phase};
 use crate::host::Host;
 use crate::ops::branch::dispose::{dispose, Disposed};
-use crate::store::records;
 use crate::store::trash::Reason;
+use crate::store::{records, stats};
 use crate::values::Duration;
 use anyhow::Result;
 use chrono::{DateTime, Utc};
@@ -95,6 +95,28 @@ fn reasons(record: &BranchRecord, opts: &GcOptions, now: DateTime<Utc>) -> Vec<S
 }
 
 pub fn gc(host: &Host, opts: &GcOptions) -> Result<Vec<GcRow>> {
+    let started = std::time::Instant::now();
+    let rows = collect(host, opts);
+    if !opts.dry_run {
+        let outcome = rows.as_ref().ok().map(|rows| {
+            let acted = rows
+                .iter()
+                .filter(|r| matches!(r.action, GcAction::Deleted | GcAction::Purged))
+                .count();
+            (acted as u64, rows.iter().all(|r| r.error.is_none()))
+        });
+        stats::finished(
+            &host.layout,
+            stats::Job::Gc,
+            host.clock.now(),
+            started.elapsed(),
+            outcome,
+        );
+    }
+    rows
+}
+
+fn collect(host: &Host, opts: &GcOptions) -> Result<Vec<GcRow>> {
     host.storage.open()?;
     let now = host.clock.now();
     let mut rows = Vec::new();

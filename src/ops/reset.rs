@@ -12,7 +12,7 @@ use crate::ops::branch::{
     launch::{self},
     unit::{launch, server_rss},
 };
-use crate::store::records;
+use crate::store::{records, stats};
 use crate::values::Duration;
 use anyhow::{Context, Result};
 
@@ -55,6 +55,13 @@ pub fn reset(host: &Host, opts: &ResetOptions) -> Result<BranchRecord> {
 }
 
 pub fn reset_keeping(host: &Host, opts: &ResetOptions) -> Result<ResetDone> {
+    let started = std::time::Instant::now();
+    let done = reset_timed(host, opts)?;
+    stats::observe(&host.layout, stats::Operation::Reset, started.elapsed());
+    Ok(done)
+}
+
+fn reset_timed(host: &Host, opts: &ResetOptions) -> Result<ResetDone> {
     host.storage.open()?;
     let name = &opts.name;
     // Everything that can be refused is decided before the kill: a refusal leaves the

@@ -4,7 +4,7 @@
 
 use crate::host::Host;
 use crate::ops::branch::unit::launch;
-use crate::store::{locks, records};
+use crate::store::{locks, records, stats};
 use crate::values::Duration;
 use anyhow::Result;
 use chrono::{DateTime, Utc};
@@ -62,6 +62,31 @@ fn row(name: &str, action: IdleAction) -> IdleRow {
 }
 
 pub fn stop_idle(host: &Host, opts: &StopIdleOptions) -> Result<Vec<IdleRow>> {
+    let started = std::time::Instant::now();
+    let rows = sweep(host, opts);
+    if !opts.dry_run {
+        let outcome = rows.as_ref().ok().map(|rows| {
+            let stopped = rows
+                .iter()
+                .filter(|r| r.action == IdleAction::Stopped)
+                .count();
+            (
+                stopped as u64,
+                rows.iter().all(|r| r.action != IdleAction::Error),
+            )
+        });
+        stats::finished(
+            &host.layout,
+            stats::Job::StopIdle,
+            host.clock.now(),
+            started.elapsed(),
+            outcome,
+        );
+    }
+    rows
+}
+
+fn sweep(host: &Host, opts: &StopIdleOptions) -> Result<Vec<IdleRow>> {
     host.storage.open()?;
     let threshold = opts
         .idle_for

@@ -15,6 +15,16 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 /// O_NOFOLLOW, so an existing file or link of that name is never opened), then renames it
 /// over `path`, its data flushed first.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    write_new_then_rename(path, bytes, mode, true)
+}
+
+/// `write_atomic` without flushing the data first: for what a crash may lose (a statistic),
+/// where an fsync would cost the operation that records it more than the record is worth.
+pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    write_new_then_rename(path, bytes, mode, false)
+}
+
+fn write_new_then_rename(path: &Path, bytes: &[u8], mode: u32, durable: bool) -> Result<()> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -31,7 +41,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         .mode(mode)
         .open(&tmp)
         .with_context(|| format!("writing {}", tmp.display()))?;
-    let written = f.write_all(bytes).and_then(|()| f.sync_data());
+    let written = f
+        .write_all(bytes)
+        .and_then(|()| if durable { f.sync_data() } else { Ok(()) });
     drop(f);
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);

@@ -6,5 +6,6 @@ pub mod locks;
 pub mod records;
 pub mod reservations;
 pub mod secrets;
+pub mod stats;
 pub mod tls;
 pub mod trash;

@@ -11,7 +11,7 @@ use crate::config::AccessConfig;
 use crate::error::{Error, Kind};
 use crate::host::Host;
 use crate::ops::branch::connection::Connection;
-use crate::store::records;
+use crate::store::{records, stats};
 use anyhow::Result;
 use std::time::{Duration, Instant};
 
@@ -89,11 +89,16 @@ pub struct DeferredLease {
     dir: std::path::PathBuf,
     slot: usize,
     lease: Lease,
+    /// The claim's latency, kept with the lease (after the reply, like it).
+    layout: crate::layout::Layout,
+    took: Duration,
 }
 
 impl DeferredLease {
     pub fn write(self) -> Result<()> {
-        slots::write_lease(&self.dir, self.slot, &self.lease)
+        slots::write_lease(&self.dir, self.slot, &self.lease)?;
+        stats::observe(&self.layout, stats::Operation::Claim, self.took);
+        Ok(())
     }
 }
 
@@ -137,6 +142,8 @@ fn take(
                 dir: dir.clone(),
                 slot: *slot,
                 lease: lease.clone(),
+                layout: host.layout.clone(),
+                took: now.elapsed(),
             };
             let deferred = if in_recycler {
                 Some(deferred)

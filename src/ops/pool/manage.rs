@@ -548,6 +548,9 @@ mod tests {
         let e = claim_for(&sim.host, "ci", me).unwrap_err();
         assert_eq!(crate::report::exit_code(&e), 75, "{e:#}");
         assert!(format!("{e:#}").contains("2 claimed"), "{e:#}");
+        // Each won claim measured itself (`metrics`); the refused one did not.
+        let kept = crate::store::stats::load(&sim.host.layout).unwrap();
+        assert_eq!(kept.operations["claim"].count, 2, "{kept:?}");
         let pool: PoolName = "ci".parse().unwrap();
         assert_eq!(
             release(&sim.host, &pool, a.slot).unwrap(),
