@@ -1901,12 +1901,20 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__metrics)
-            opts="-y -q -h --config --json --yes --quiet --host --help"
+            opts="-y -q -h --listen --textfile --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --textfile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

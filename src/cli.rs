@@ -103,8 +103,9 @@ pub enum Command {
     /// (when free) port, so its connection string is the same; then start it
     Restore(RestoreArgs),
     /// Print the host's figures in the Prometheus text format (branches by state, owner and
-    /// pool; memory the guard counts; pool slots; the trash; baselines), for node_exporter's
-    /// textfile collector
+    /// pool; memory the guard counts; pool slots; the trash; baselines; create, reset and
+    /// claim latency; gc's and stop-idle's last runs), write them for node_exporter's
+    /// textfile collector, or serve them to Prometheus
     Metrics(MetricsArgs),
     /// Compare two branches, checkpoints or generations: schema (tables, columns, indexes,
     /// foreign keys, views, routines, triggers, events), with --data row counts and
@@ -420,7 +421,16 @@ pub struct TrashPurgeArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct MetricsArgs {}
+pub struct MetricsArgs {
+    /// Serve the figures over HTTP at /metrics on ADDR until stopped, for Prometheus to
+    /// scrape (without ADDR: `metrics.listen`, loopback by default); root only
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, conflicts_with = "textfile")]
+    pub listen: Option<Option<std::net::SocketAddr>>,
+    /// Write them to PATH (a `.prom` file in node_exporter's textfile directory), replacing
+    /// it whole so the collector never reads half of it; root only
+    #[arg(long, value_name = "PATH")]
+    pub textfile: Option<std::path::PathBuf>,
+}
 
 #[derive(Debug, Args)]
 pub struct RestoreArgs {

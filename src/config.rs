@@ -51,6 +51,27 @@ pub struct Config {
     /// (a CI job elsewhere gets a working DATABASE_URL). Empty: `bind_address`.
     pub advertise_address: String,
     pub fleet: FleetConfig,
+    pub metrics: MetricsConfig,
+}
+
+/// Prometheus: where `metrics --listen` serves, and the textfile the timers refresh.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Where `metrics --listen` (the db-branch-metrics service) serves /metrics.
+    pub listen: std::net::SocketAddr,
+    /// A `.prom` file that `gc` and `stop-idle` (their timers) rewrite after each run, for
+    /// node_exporter's textfile collector; empty: none.
+    pub textfile: PathBuf,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 9469)),
+            textfile: PathBuf::new(),
+        }
+    }
 }
 
 /// Other hosts: `baseline push/pull` and `--host` reach them over ssh.
@@ -284,6 +305,7 @@ impl Default for Config {
             access: AccessConfig::default(),
             advertise_address: String::new(),
             fleet: FleetConfig::default(),
+            metrics: MetricsConfig::default(),
             lock_timeout: Duration(std::time::Duration::from_secs(120)),
         }
     }
@@ -409,6 +431,16 @@ impl Config {
                     hidden.as_os_str().to_string_lossy()
                 )));
             }
+        }
+        let textfile = &self.metrics.textfile;
+        if !textfile.as_os_str().is_empty()
+            && (!textfile.is_absolute() || textfile.extension().is_none_or(|e| e != "prom"))
+        {
+            return Err(usage(format!(
+                "metrics.textfile = {textfile:?} must be an absolute path ending in .prom \
+                 (node_exporter's textfile collector reads only *.prom), e.g. \
+                 \"/var/lib/prometheus/node-exporter/db-branch.prom\""
+            )));
         }
         match shell_words::split(&self.fleet.remote_command) {
             Ok(words) if !words.is_empty() => {}

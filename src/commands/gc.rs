@@ -16,6 +16,9 @@ pub fn run(host: &Host, args: &GcArgs) -> Result<()> {
     )?;
     let failed = rows.iter().filter(|r| r.error.is_some()).count();
     host.printer.emit(&GcReport(rows))?;
+    if !args.dry_run {
+        crate::ops::metrics::serve::refresh_textfile(host);
+    }
     if failed > 0 {
         return Err(anyhow!(
             "{failed} branch(es) could not be deleted; see above"

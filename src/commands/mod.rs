@@ -67,7 +67,9 @@ pub fn need(command: &Command) -> Need {
         // Whose each entry is, is checked against the record it keeps (`authorize` first,
         // then the operation again under the entry's lock).
         C::Trash(_) | C::Restore(_) => Need::User,
-        // What `list` shows, counted.
+        // What `list` shows, counted. Serving it or writing a file with it is the host's
+        // configuration (an address to bind, a path to replace, as root).
+        C::Metrics(a) if a.listen.is_some() || a.textfile.is_some() => Need::Root,
         C::Metrics(_) => Need::User,
         C::Completions { .. } => Need::Anyone,
         C::Exec(_) | C::Shell(_) => Need::OwnProcess,
@@ -231,6 +233,14 @@ mod tests {
             assert_eq!(need_of(args), Need::Admin, "{args:?}");
         }
         assert_eq!(need_of(&["daemon"]), Need::Root);
+        assert_eq!(need_of(&["metrics"]), Need::User);
+        for args in [
+            &["metrics", "--listen"][..],
+            &["metrics", "--listen", "127.0.0.1:9469"],
+            &["metrics", "--textfile", "/tmp/x.prom"],
+        ] {
+            assert_eq!(need_of(args), Need::Root, "{args:?}");
+        }
         assert_eq!(need_of(&["completions", "bash"]), Need::Anyone);
     }
 }

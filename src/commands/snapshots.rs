@@ -214,6 +214,17 @@ fn trash_commands() {
 #[test]
 fn metrics_command() {
     let mut sim = populated();
+    // What the operations measured of themselves differs from run to run: a fixed record of
+    // one create, one claim and a gc run in its place.
+    let kept = r#"{"operations": {
+        "create": {"bounds": BOUNDS, "counts": [0,0,0,0,0,0,0,0,1,0,0,0,0,0,0,0,0], "count": 1, "sum_seconds": 0.125},
+        "claim": {"bounds": BOUNDS, "counts": [0,1,1,0,0,0,0,0,0,0,0,0,0,0,0,0,0], "count": 2, "sum_seconds": 0.0025}},
+      "runs": {"gc": {"finished_at": "2026-12-03T10:00:00Z", "seconds": 0.5, "ok": true, "acted": 2}}}"#
+        .replace(
+            "BOUNDS",
+            &serde_json::to_string(&crate::store::stats::BOUNDS.to_vec()).unwrap(),
+        );
+    std::fs::write(sim.host.layout.root().join("stats.json"), kept).unwrap();
     both(&mut sim, "metrics", "metrics");
 }
 

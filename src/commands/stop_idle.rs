@@ -12,5 +12,9 @@ pub fn run(host: &Host, args: &StopIdleArgs) -> Result<()> {
             dry_run: args.dry_run,
         },
     )?;
-    host.printer.emit(&IdleReport(rows))
+    host.printer.emit(&IdleReport(rows))?;
+    if !args.dry_run {
+        crate::ops::metrics::serve::refresh_textfile(host);
+    }
+    Ok(())
 }

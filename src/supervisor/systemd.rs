@@ -12,7 +12,8 @@ use zbus::proxy::CacheProperties;
 use zbus_systemd::systemd1::{ManagerProxy, ServiceProxy, UnitProxy};
 
 pub const UNIT_TEMPLATE: &str = include_str!("../../units/mysqld@.service");
-const TIMER_UNITS: [(&str, &str); 4] = [
+/// The timers, their services, and the metrics endpoint's service (installed, not enabled).
+const TIMER_UNITS: [(&str, &str); 5] = [
     (
         "stop-idle.service",
         include_str!("../../units/db-branch-stop-idle.service"),
@@ -26,6 +27,10 @@ const TIMER_UNITS: [(&str, &str); 4] = [
         include_str!("../../units/db-branch-gc.service"),
     ),
     ("gc.timer", include_str!("../../units/db-branch-gc.timer")),
+    (
+        "metrics.service",
+        include_str!("../../units/db-branch-metrics.service"),
+    ),
 ];
 pub struct Systemd {
     unit_dir: PathBuf,
@@ -68,7 +73,8 @@ pub fn timer_prefix(prefix: &str) -> String {
     }
 }
 
-/// Every unit with this host's paths filled in: the branch template and the timers.
+/// Every unit with this host's paths filled in: the branch template, the timers and the
+/// metrics endpoint.
 pub fn render_units(p: &UnitParams) -> Vec<(String, String)> {
     let template = UNIT_TEMPLATE
         .replace("@ROOT@", &p.root.display().to_string())
