@@ -18,6 +18,7 @@ mod hostile_bus;
 mod idle_ttl;
 mod lifecycle;
 mod memory;
+mod metrics;
 mod migrate;
 mod network;
 mod pools;
