@@ -1,12 +1,13 @@
-//! The logical path: tables created with their primary key only, rows copied by N parallel
-//! readers over primary-key ranges from one consistent snapshot, then secondary indexes and
-//! foreign keys added once. Also the table list. The tablespace path uses it for the tables
+//! The logical path: tables created `--jobs` at a time (big ones with their primary key
+//! only), rows copied by N parallel readers over key ranges (`ranges.rs`) from one
+//! consistent snapshot, then the big tables' secondary indexes and every foreign key. Also the table list. The tablespace path uses it for the tables
 //! whose files cannot be imported.
 
-use super::ddl::split_create_table;
-use super::job::{check_cancel, BakeRequest, BakeSummary, Phases};
+use super::ddl::split_create_table_with;
+use super::job::{check_cancel, BakeRequest, BakeSummary, Phases, TableSplit};
+use super::ranges::{self, KeyColumn, Split};
 use super::session::{session, TARGET_SESSION};
-use super::split::int_chunks;
+use super::workers;
 use crate::error::usage;
 use crate::server::oneoff::OneOff;
 use crate::sql::quote;
@@ -160,118 +161,73 @@ pub fn show_create_table(source: &mut mysql::Conn, t: &Table) -> Result<String> 
         .1)
 }
 
-/// How a table's rows are read: by ranges of an integer or binary-string primary key, or
-/// whole by one reader.
-#[derive(Debug, Clone)]
-enum Split {
-    Whole,
-    Ranges { column: String, bounds: Vec<Value> },
-}
-
 struct Chunk {
     table: usize,
-    lo: Option<Value>,
-    hi: Option<Value>,
+    lo: Option<Vec<Value>>,
+    hi: Option<Vec<Value>>,
 }
 
 /// Rows below this are copied by one reader: planning costs more than it saves.
 const SPLIT_MIN_ROWS: u64 = 50_000;
 
-fn plan(source: &mut mysql::Conn, t: &Table, pieces: usize) -> Result<Split> {
-    // A versioned table's key repeats in its history: one reader takes it all.
-    if t.rows < SPLIT_MIN_ROWS || pieces < 2 || t.versioned {
-        return Ok(Split::Whole);
-    }
-    let pk: Vec<(String, String, Option<String>)> = source.exec(
-        "SELECT k.COLUMN_NAME, c.DATA_TYPE, c.COLLATION_NAME \
-         FROM information_schema.KEY_COLUMN_USAGE k JOIN information_schema.COLUMNS c \
-           ON c.TABLE_SCHEMA = k.TABLE_SCHEMA AND c.TABLE_NAME = k.TABLE_NAME AND c.COLUMN_NAME = k.COLUMN_NAME \
-         WHERE k.TABLE_SCHEMA = ? AND k.TABLE_NAME = ? AND k.CONSTRAINT_NAME = 'PRIMARY' \
-         ORDER BY k.ORDINAL_POSITION",
-        (&t.schema, &t.name),
-    )?;
-    let [(column, data_type, collation)] = pk.as_slice() else {
-        return Ok(Split::Whole); // no primary key, or a composite one: one reader
-    };
-    let col = quote(column);
-    let ints = ["tinyint", "smallint", "mediumint", "int", "bigint"];
-    if ints.contains(&data_type.as_str()) {
-        let (min, max): (Option<String>, Option<String>) = source
-            .query_first(format!(
-                "SELECT MIN({col}), MAX({col}) FROM {}",
-                t.qualified()
-            ))?
-            .unwrap_or((None, None));
-        let (Some(min), Some(max)) = (min, max) else {
-            return Ok(Split::Whole);
-        };
-        let (min, max): (i128, i128) = (min.parse()?, max.parse()?);
-        let bounds = int_chunks(min, max, pieces)
-            .into_iter()
-            .skip(1)
-            .filter_map(|(lo, _)| lo)
-            .map(|b| Value::Int(b as i64))
-            .collect();
-        return Ok(Split::Ranges {
-            column: column.clone(),
-            bounds,
-        });
-    }
-    // Strings split safely only where comparison is byte order: binary collations.
-    let binary = collation
-        .as_deref()
-        .is_none_or(|c| c.ends_with("_bin") || c == "binary");
-    if ["varchar", "char", "varbinary", "binary"].contains(&data_type.as_str()) && binary {
-        let step = (t.rows / pieces as u64).max(1);
-        let mut bounds = Vec::new();
-        for k in 1..pieces as u64 {
-            let b: Option<Value> = source.query_first(format!(
-                "SELECT {col} FROM {} ORDER BY {col} LIMIT 1 OFFSET {}",
-                t.qualified(),
-                k * step
-            ))?;
-            if let Some(b) = b {
-                if bounds.last() != Some(&b) {
-                    bounds.push(b);
-                }
-            }
-        }
-        return Ok(Split::Ranges {
-            column: column.clone(),
-            bounds,
-        });
-    }
-    Ok(Split::Whole)
+/// Tables at least this big (or with `SPLIT_MIN_ROWS` rows) get their secondary indexes
+/// after their rows, built once by sorting; smaller ones are created with them.
+const DEFER_INDEXES_BYTES: u64 = 32 << 20;
+
+fn defers_indexes(t: &Table) -> bool {
+    t.rows >= SPLIT_MIN_ROWS || t.bytes >= DEFER_INDEXES_BYTES
 }
 
-/// Columns that take values: generated ones are computed by the server (MySQL's
-/// `DEFAULT_GENERATED`, an expression default, is an ordinary column). A versioned table's
-/// history columns come along, declared or implicit.
-fn stored_columns(source: &mut mysql::Conn, t: &Table) -> Result<Vec<String>> {
-    let cols: Vec<(String, String)> = source.exec(
-        "SELECT COLUMN_NAME, EXTRA FROM information_schema.COLUMNS \
-         WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
-        (&t.schema, &t.name),
-    )?;
-    let mut stored: Vec<String> = cols
-        .iter()
-        .filter(|(_, extra)| {
-            let extra = extra.to_ascii_uppercase();
-            !extra.contains("VIRTUAL GENERATED") && !extra.contains("STORED GENERATED")
-        })
-        .map(|(c, _)| c.clone())
-        .collect();
-    if t.versioned {
-        for (implicit, extra) in [("ROW_START", "ROW START"), ("ROW_END", "ROW END")] {
-            if !cols
-                .iter()
-                .any(|(_, e)| e.to_ascii_uppercase().contains(extra))
-            {
-                stored.push(implicit.to_string());
-            }
+/// Columns that take values, per table of `tables`, read with one query per database:
+/// generated ones are computed by the server (MySQL's `DEFAULT_GENERATED`, an expression
+/// default, is an ordinary column). A versioned table's history columns come along,
+/// declared or implicit.
+fn stored_columns(source: &mut mysql::Conn, tables: &[Table]) -> Result<Vec<Vec<String>>> {
+    let mut by_table: std::collections::HashMap<(String, String), Vec<(String, String)>> =
+        std::collections::HashMap::new();
+    let mut schemas: Vec<&str> = tables.iter().map(|t| t.schema.as_str()).collect();
+    schemas.sort_unstable();
+    schemas.dedup();
+    for schema in schemas {
+        let cols: Vec<(String, String, String)> = source.exec(
+            "SELECT TABLE_NAME, COLUMN_NAME, EXTRA FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME, ORDINAL_POSITION",
+            (schema,),
+        )?;
+        for (table, column, extra) in cols {
+            by_table
+                .entry((schema.to_string(), table))
+                .or_default()
+                .push((column, extra));
         }
     }
-    Ok(stored)
+    Ok(tables
+        .iter()
+        .map(|t| {
+            let cols = by_table
+                .remove(&(t.schema.clone(), t.name.clone()))
+                .unwrap_or_default();
+            let mut stored: Vec<String> = cols
+                .iter()
+                .filter(|(_, extra)| {
+                    let extra = extra.to_ascii_uppercase();
+                    !extra.contains("VIRTUAL GENERATED") && !extra.contains("STORED GENERATED")
+                })
+                .map(|(c, _)| c.clone())
+                .collect();
+            if t.versioned {
+                for (implicit, extra) in [("ROW_START", "ROW START"), ("ROW_END", "ROW END")] {
+                    if !cols
+                        .iter()
+                        .any(|(_, e)| e.to_ascii_uppercase().contains(extra))
+                    {
+                        stored.push(implicit.to_string());
+                    }
+                }
+            }
+            stored
+        })
+        .collect())
 }
 
 pub struct Deferred {
@@ -280,7 +236,8 @@ pub struct Deferred {
     pub foreign_keys: Vec<String>,
 }
 
-/// Adds deferred indexes (tables in parallel), then foreign keys.
+/// Adds deferred indexes (tables in parallel), then foreign keys (in parallel too: with
+/// foreign_key_checks off each is a change of metadata).
 pub fn add_deferred(
     target: &OneOff,
     deferred: &[Deferred],
@@ -290,106 +247,116 @@ pub fn add_deferred(
 ) -> Result<()> {
     let with_indexes: Vec<&Deferred> = deferred.iter().filter(|d| !d.indexes.is_empty()).collect();
     phases.start("add secondary indexes", 0);
-    let queue = Mutex::new(with_indexes.into_iter().collect::<VecDeque<_>>());
     let progress = phases.progress;
-    std::thread::scope(|s| -> Result<()> {
-        let workers: Vec<_> = (0..jobs.max(1))
-            .map(|_| {
-                s.spawn(|| -> Result<()> {
-                    let mut conn = target.conn()?;
-                    session(&mut conn, TARGET_SESSION)?;
-                    while let Some(d) = queue.lock().unwrap().pop_front() {
-                        check_cancel(cancel)?;
-                        // InnoDB builds one FULLTEXT index per statement.
-                        let (fulltext, plain): (Vec<&String>, Vec<&String>) = d
-                            .indexes
-                            .iter()
-                            .partition(|i| i.to_ascii_uppercase().starts_with("ADD FULLTEXT"));
-                        let mut statements = Vec::new();
-                        if !plain.is_empty() {
-                            statements.push(
-                                plain
-                                    .iter()
-                                    .map(|s| s.as_str())
-                                    .collect::<Vec<_>>()
-                                    .join(", "),
-                            );
-                        }
-                        statements.extend(fulltext.into_iter().cloned());
-                        for clauses in statements {
-                            conn.query_drop(format!("ALTER TABLE {} {clauses}", d.table))
-                                .with_context(|| {
-                                    format!("adding the secondary indexes of {}", d.table)
-                                })?;
-                        }
-                        progress.advance(0, &d.table);
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        for w in workers {
-            w.join()
-                .map_err(|_| anyhow!("an index worker panicked"))??;
+    workers::on_target(target, jobs, &with_indexes, cancel, &|conn, d| {
+        // InnoDB builds one FULLTEXT index per statement.
+        let (fulltext, plain): (Vec<&String>, Vec<&String>) = d
+            .indexes
+            .iter()
+            .partition(|i| i.to_ascii_uppercase().starts_with("ADD FULLTEXT"));
+        let mut statements = Vec::new();
+        if !plain.is_empty() {
+            statements.push(
+                plain
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            );
         }
+        statements.extend(fulltext.into_iter().cloned());
+        for clauses in statements {
+            conn.query_drop(format!("ALTER TABLE {} {clauses}", d.table))
+                .with_context(|| format!("adding the secondary indexes of {}", d.table))?;
+        }
+        progress.advance(0, &d.table);
         Ok(())
     })?;
-    let mut conn = target.conn()?;
-    session(&mut conn, TARGET_SESSION)?;
-    for d in deferred.iter().filter(|d| !d.foreign_keys.is_empty()) {
+    let with_keys: Vec<&Deferred> = deferred
+        .iter()
+        .filter(|d| !d.foreign_keys.is_empty())
+        .collect();
+    workers::on_target(target, jobs, &with_keys, cancel, &|conn, d| {
         conn.query_drop(format!(
             "ALTER TABLE {} {}",
             d.table,
             d.foreign_keys.join(", ")
         ))
-        .with_context(|| format!("adding the foreign keys of {}", d.table))?;
-    }
-    Ok(())
+        .with_context(|| format!("adding the foreign keys of {}", d.table))
+    })
 }
 
-/// Creates `tables` on the target (primary keys only), copies their rows with `readers`
-/// (transactions opened at one moment: `snapshot::open`), then adds their other indexes
-/// and foreign keys. The databases exist already.
+/// Creates `tables` on the target (big ones with their primary key only, small ones with
+/// their indexes), `--jobs` at a time; copies their rows with `readers` (transactions
+/// opened at one moment: `snapshot::open`), big tables cut into key ranges; then adds the
+/// big tables' other indexes and every foreign key. The databases exist already.
 pub fn copy(
     target: &OneOff,
     source: &mut mysql::Conn,
-    readers: Vec<mysql::Conn>,
+    mut readers: Vec<mysql::Conn>,
     tables: &[Table],
     req: &BakeRequest,
     phases: &mut Phases,
     summary: &mut BakeSummary,
 ) -> Result<()> {
     let jobs = readers.len().max(1);
-    let mut tconn = target.conn()?;
-    session(&mut tconn, TARGET_SESSION)?;
-
-    phases.start("create tables (primary keys only)", 0);
+    phases.start("create tables", 0);
     let mut deferred = Vec::new();
-    let mut columns = Vec::new();
-    let mut chunks: Vec<Chunk> = Vec::new();
-    // The split column per table, for the WHERE clause of its chunks.
-    let mut pk_of: Vec<Option<String>> = vec![None; tables.len()];
-    for (i, t) in tables.iter().enumerate() {
+    let mut creates = Vec::new();
+    for t in tables {
         check_cancel(req.cancel)?;
-        let split = split_create_table(&show_create_table(source, t)?);
-        tconn.query_drop(format!("USE {}", quote(&t.schema)))?;
-        tconn
-            .query_drop(&split.base)
-            .with_context(|| format!("creating table {}", t.label()))?;
+        let split = split_create_table_with(&show_create_table(source, t)?, defers_indexes(t));
+        creates.push((t, split.base));
         deferred.push(Deferred {
             table: t.qualified(),
             indexes: split.indexes,
             foreign_keys: split.foreign_keys,
         });
-        columns.push(stored_columns(source, t)?);
-        match plan(source, t, jobs * 4)? {
-            Split::Whole => chunks.push(Chunk {
-                table: i,
-                lo: None,
-                hi: None,
-            }),
-            Split::Ranges { column, bounds } => {
-                pk_of[i] = Some(column);
+    }
+    let progress = phases.progress;
+    workers::on_target(target, jobs, &creates, req.cancel, &|conn, (t, create)| {
+        conn.query_drop(format!("USE {}", quote(&t.schema)))?;
+        conn.query_drop(create)
+            .with_context(|| format!("creating table {}", t.label()))?;
+        progress.advance(0, &t.label());
+        Ok(())
+    })?;
+    let columns = stored_columns(source, tables)?;
+
+    // Bounds from the readers' own moment and session (bytes as stored, UTC).
+    let planner = readers
+        .first_mut()
+        .ok_or_else(|| anyhow!("no reader to plan the copy with"))?;
+    let mut chunks: Vec<Chunk> = Vec::new();
+    let mut key_of: Vec<Option<Vec<KeyColumn>>> = vec![None; tables.len()];
+    for (i, t) in tables.iter().enumerate() {
+        check_cancel(req.cancel)?;
+        match ranges::plan(planner, t, jobs * 4, SPLIT_MIN_ROWS)
+            .with_context(|| format!("planning the copy of {}", t.label()))?
+        {
+            Split::Whole { why } => {
+                if let Some(why) = why {
+                    summary.splits.push(TableSplit {
+                        table: t.label(),
+                        ranges: 1,
+                        by: None,
+                        whole_because: Some(why),
+                    });
+                }
+                chunks.push(Chunk {
+                    table: i,
+                    lo: None,
+                    hi: None,
+                });
+            }
+            Split::Ranges { key, by, bounds } => {
+                summary.splits.push(TableSplit {
+                    table: t.label(),
+                    ranges: bounds.len() + 1,
+                    by: Some(format!("{by} ({})", ranges::column_names(&key))),
+                    whole_because: None,
+                });
+                key_of[i] = Some(key);
                 let mut lo = None;
                 for b in bounds {
                     chunks.push(Chunk {
@@ -415,13 +382,12 @@ pub fn copy(
     let queue = Mutex::new(chunks.into_iter().collect::<VecDeque<_>>());
     let rows_copied = AtomicU64::new(0);
     let bytes_copied = AtomicU64::new(0);
-    let progress = phases.progress;
     std::thread::scope(|s| -> Result<()> {
         let workers: Vec<_> = readers
             .into_iter()
             .map(|mut reader| {
-                let (queue, columns, pk_of, rows_copied, bytes_copied) =
-                    (&queue, &columns, &pk_of, &rows_copied, &bytes_copied);
+                let (queue, columns, key_of, rows_copied, bytes_copied) =
+                    (&queue, &columns, &key_of, &rows_copied, &bytes_copied);
                 s.spawn(move || -> Result<()> {
                     let mut writer = target.conn()?;
                     session(&mut writer, TARGET_SESSION)?;
@@ -436,7 +402,7 @@ pub fn copy(
                             &mut writer,
                             t,
                             &columns[chunk.table],
-                            pk_of[chunk.table].as_deref(),
+                            key_of[chunk.table].as_deref(),
                             &chunk,
                         )
                         .with_context(|| format!("copying rows of {}", t.label()))?;
@@ -470,7 +436,7 @@ fn copy_chunk(
     writer: &mut mysql::Conn,
     t: &Table,
     columns: &[String],
-    pk: Option<&str>,
+    key: Option<&[KeyColumn]>,
     chunk: &Chunk,
 ) -> Result<(u64, u64)> {
     let cols = columns
@@ -487,19 +453,11 @@ fn copy_chunk(
     };
     let mut sql = format!("SELECT {cols} FROM {}{history}", t.qualified());
     let mut params = Vec::new();
-    if let Some(pk) = pk {
-        let mut conds = Vec::new();
-        if let Some(lo) = &chunk.lo {
-            conds.push(format!("{} >= ?", quote(pk)));
-            params.push(lo.clone());
-        }
-        if let Some(hi) = &chunk.hi {
-            conds.push(format!("{} < ?", quote(pk)));
-            params.push(hi.clone());
-        }
-        if !conds.is_empty() {
-            sql += &format!(" WHERE {}", conds.join(" AND "));
-        }
+    if let Some((filter, p)) =
+        key.and_then(|k| ranges::predicate(k, chunk.lo.as_deref(), chunk.hi.as_deref()))
+    {
+        sql += &format!(" WHERE {filter}");
+        params = p;
     }
     let per = rows_per_insert(columns.len());
     let row_sql = format!("({})", vec!["?"; columns.len()].join(", "));
@@ -527,12 +485,36 @@ fn copy_chunk(
         in_batch += 1;
         rows += 1;
         if in_batch == per {
-            writer.exec_drop(&full_stmt, std::mem::take(&mut batch))?;
+            insert_retrying(writer, &full_stmt, std::mem::take(&mut batch))?;
             in_batch = 0;
         }
     }
     if in_batch > 0 {
-        writer.exec_drop(insert(in_batch), batch)?;
+        let last = writer.prep(insert(in_batch))?;
+        insert_retrying(writer, &last, batch)?;
     }
     Ok((rows, bytes))
+}
+
+/// Runs one batch INSERT, again when InnoDB chose it as a deadlock's victim or it waited
+/// out a lock (the statement was rolled back whole, so running it again is exact).
+fn insert_retrying(
+    writer: &mut mysql::Conn,
+    stmt: &mysql::Statement,
+    rows: Vec<Value>,
+) -> Result<()> {
+    const ATTEMPTS: u64 = 5;
+    let mut attempt = 1;
+    loop {
+        if attempt == ATTEMPTS {
+            return Ok(writer.exec_drop(stmt, rows)?);
+        }
+        match writer.exec_drop(stmt, rows.clone()) {
+            Err(mysql::Error::MySqlError(e)) if matches!(e.code, 1213 | 1205) => {
+                std::thread::sleep(std::time::Duration::from_millis(20 * attempt));
+                attempt += 1;
+            }
+            other => return Ok(other?),
+        }
+    }
 }

@@ -141,6 +141,20 @@ pub struct PhaseTime {
     pub bytes: u64,
 }
 
+/// How one table was read, for the summary: the ranges it was cut into and by which key,
+/// or why a table big enough to split was read whole.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TableSplit {
+    pub table: String,
+    pub ranges: usize,
+    /// The index the ranges are over (`PRIMARY`, or a unique key), with the columns cut.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// Why one reader read it all (a table of at least 50,000 rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub whole_because: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct BakeSummary {
     /// clone | tablespace | logical | dump | datadir
@@ -167,6 +181,10 @@ pub struct BakeSummary {
     /// index)`, `db.t (partitioned)`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub copied_as_rows: Vec<String>,
+    /// Tables read as rows that were cut into key ranges for the readers, and big ones
+    /// read whole with why (the logical path, and the tablespace path's rows).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub splits: Vec<TableSplit>,
     pub masked: bool,
     /// The server that made the baseline.
     pub server: Option<crate::flavour::Flavour>,

@@ -10,11 +10,13 @@ pub mod ddl;
 pub mod dump;
 pub mod job;
 pub mod objects;
+pub mod ranges;
 pub mod session;
 pub mod snapshot;
 pub mod split;
 pub mod tablespace;
 pub mod verify;
+pub mod workers;
 
 use crate::error::usage;
 use crate::printer::PhaseProgress;
@@ -396,8 +398,23 @@ impl Baker for SimBaker {
     fn bake(&self, req: &BakeRequest, _progress: &PhaseProgress) -> Result<BakeSummary> {
         check_cancel(req.cancel)?;
         self.baked.lock().unwrap().push(req.datadir.to_path_buf());
+        // One table of each kind the summary reports, so the snapshots guard their shape.
         Ok(BakeSummary {
             path: "sim".into(),
+            splits: vec![
+                job::TableSplit {
+                    table: "shop.events".into(),
+                    ranges: 9,
+                    by: Some("PRIMARY (id)".into()),
+                    whole_because: None,
+                },
+                job::TableSplit {
+                    table: "shop.log".into(),
+                    ranges: 1,
+                    by: None,
+                    whole_because: Some("no primary key or unique key of NOT NULL columns".into()),
+                },
+            ],
             ..Default::default()
         })
     }

@@ -38,6 +38,27 @@ impl Human for BakeReport {
                 })
                 .collect(),
         );
+        if !self.summary.splits.is_empty() {
+            out += "\n";
+            out += &table(
+                &["TABLE", "RANGES", "BY"],
+                self.summary
+                    .splits
+                    .iter()
+                    .map(|s| {
+                        vec![
+                            s.table.clone(),
+                            s.ranges.to_string(),
+                            s.by.clone()
+                                .or_else(|| {
+                                    s.whole_because.as_ref().map(|w| format!("one reader: {w}"))
+                                })
+                                .unwrap_or_default(),
+                        ]
+                    })
+                    .collect(),
+            );
+        }
         if let Some(n) = self.summary.verified_tables {
             out += &format!("\nverified: {n} table(s) match the source");
         }
