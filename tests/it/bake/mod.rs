@@ -451,3 +451,73 @@ fn the_source_password_never_shows_in_argv_files_logs_or_errors() {
 fn rand_suffix() -> String {
     db_branch::store::secrets::generate_password().unwrap()[..12].to_string()
 }
+
+#[test]
+#[ignore = "needs root, btrfs and a server; run by scripts/test"]
+fn big_tables_keyed_by_uuid_or_tenant_and_id_are_read_by_every_job() {
+    let env = TestEnv::new("", "");
+    env.run_ok(&["init"]);
+    env.baseline_from_sql("wide.sql", "CREATE DATABASE w;\n");
+    let source = env.json(&["create", "source"])["port"].as_u64().unwrap() as u16;
+    let rows = db_branch::testkit::seq(80_000);
+    sql(
+        source,
+        &format!(
+            "CREATE TABLE w.events (id CHAR(36) NOT NULL PRIMARY KEY, body VARCHAR(40), \
+               KEY by_body (body)) CHARSET utf8mb4; \
+             INSERT INTO w.events SELECT UUID(), CONCAT('Événement ', seq) FROM {rows}; \
+             CREATE TABLE w.tenant_rows (tenant_id INT NOT NULL, id INT NOT NULL, v INT, \
+               PRIMARY KEY (tenant_id, id), KEY by_v (v)); \
+             INSERT INTO w.tenant_rows SELECT seq % 7, seq, seq * 3 FROM {rows}; \
+             CREATE TABLE w.keyless (a INT, b VARCHAR(10)); \
+             INSERT INTO w.keyless SELECT seq, 'x' FROM {rows}; \
+             ANALYZE TABLE w.events, w.tenant_rows, w.keyless"
+        ),
+    );
+    let url = db_branch::testkit::source_url(source);
+    let l = bake(
+        &env,
+        &["--from", &url, "--verify", "--logical", "--jobs", "2"],
+    );
+    assert_eq!(l["verified_tables"], 3, "{l}");
+    eprintln!("splits: {}", l["splits"]);
+    let split = |table: &str| {
+        l["splits"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no splits in {l}"))
+            .iter()
+            .find(|s| s["table"] == table)
+            .unwrap_or_else(|| panic!("{table} not in {l}"))
+            .clone()
+    };
+    for (table, by) in [
+        ("w.events", "PRIMARY (id)"),
+        ("w.tenant_rows", "PRIMARY (tenant_id, id)"),
+    ] {
+        let s = split(table);
+        assert_eq!(s["by"], by, "{s}");
+        assert!(
+            s["ranges"].as_u64().unwrap() >= 2,
+            "every job gets a range: {s}"
+        );
+    }
+    let keyless = split("w.keyless");
+    assert_eq!(keyless["ranges"], 1);
+    assert!(
+        keyless["whole_because"]
+            .as_str()
+            .unwrap()
+            .contains("no primary key"),
+        "{keyless}"
+    );
+    let copy = env.json(&["create", "copy", "--baseline", "2"])["port"]
+        .as_u64()
+        .unwrap() as u16;
+    let sums = "CHECKSUM TABLE w.events, w.tenant_rows, w.keyless";
+    assert_eq!(sql(copy, sums), sql(source, sums));
+    // The big tables' secondary indexes came after their rows, and came.
+    assert!(sql(copy, "SHOW CREATE TABLE w.events").contains("KEY `by_body`"));
+    assert!(sql(copy, "SHOW CREATE TABLE w.tenant_rows").contains("KEY `by_v`"));
+}
+
+mod ranges;
