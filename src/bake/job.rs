@@ -185,6 +185,10 @@ pub struct BakeSummary {
     /// read whole with why (the logical path, and the tablespace path's rows).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub splits: Vec<TableSplit>,
+    /// The tablespace path exported in this many batches under `FLUSH TABLES WITH READ
+    /// LOCK` (more tables than the source's table cache holds); absent when at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub export_batches: Option<usize>,
     pub masked: bool,
     /// The server that made the baseline.
     pub server: Option<crate::flavour::Flavour>,

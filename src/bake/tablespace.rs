@@ -1,8 +1,16 @@
 //! The tablespace path, for a source whose files this host can read and whose server can
 //! exchange tablespaces with ours (same family and series, same page size): each table is
 //! created with all its indexes, its tablespace discarded, and the source's `.ibd` and
-//! `.cfg` files — every table exported at one moment by a single `FLUSH TABLES … FOR
-//! EXPORT` — copied (reflinked on the same filesystem) and imported in its place.
+//! `.cfg` files — every table exported at one moment — copied (reflinked on the same
+//! filesystem) and imported in its place. Creates and imports run on `--jobs` connections.
+//!
+//! The moment: when the tables fit the source's table cache, one `FLUSH TABLES … FOR EXPORT`
+//! of all of them (writes to other tables go on). Past that, holding them all open at once
+//! costs the source memory it may not have (a branch server holding 10,000 was OOM-killed),
+//! so a coordinator takes `FLUSH TABLES WITH READ LOCK` — no table on the source changes
+//! from then on — and the tables are exported in batches within the cache, each batch's
+//! files copied before the next; the global lock goes once the last batch is copied. Every
+//! file, and the transactions that read the rest, come from the moment the lock was taken.
 //!
 //! Tables whose files do not carry everything are copied as rows instead, from
 //! transactions opened at that same moment, and the summary names them: FULLTEXT indexes
@@ -11,17 +19,15 @@
 
 use super::copy::{show_create_table, Table, TableList};
 use super::job::{check_cancel, BakeRequest, BakeSummary, Phases};
-use super::session::{session, TARGET_SESSION};
 use super::snapshot::{self, Freeze, Snapshot};
+use super::workers;
 use crate::flavour::Flavour;
 use crate::server::oneoff::OneOff;
 use crate::sql::quote;
 use anyhow::{anyhow, Context, Result};
 use mysql::prelude::Queryable;
-use std::collections::VecDeque;
 use std::os::unix::fs::chown;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 /// InnoDB's page size when nothing sets another; the one-off server uses it.
 const DEFAULT_PAGE_SIZE: u64 = 16384;
@@ -71,22 +77,6 @@ pub fn reachable(
     if per_table.as_deref() != Some("1") && per_table.as_deref() != Some("ON") {
         return Err("the source does not use innodb_file_per_table".into());
     }
-    // One FLUSH TABLES … FOR EXPORT holds every table open at once, and each costs the
-    // source memory (about 40 KB per table on MariaDB 10.11, measured: a branch server
-    // holding 10,000 was OOM-killed at its 320 MiB ceiling). Past the number of tables the
-    // source is set to keep open, the logical path reads them from one snapshot instead.
-    let open_cache: Option<u64> = source
-        .query_first("SELECT @@table_open_cache")
-        .map_err(|e| e.to_string())?;
-    let open_cache = open_cache.unwrap_or(0);
-    if list.tables.len() as u64 > open_cache {
-        return Err(format!(
-            "{} tables are more than the source keeps open (table_open_cache = {open_cache}) \
-             to hold at one moment under FLUSH TABLES … FOR EXPORT; raise it on the source to \
-             use this path",
-            list.tables.len()
-        ));
-    }
     for t in list.tables.iter().filter(|t| by_file(t).is_ok()) {
         if !ibd(&datadir, t).is_file() {
             return Err(format!(
@@ -129,53 +119,59 @@ pub fn import(
 ) -> Result<Option<mysql::Conn>> {
     let (files, rows): (Vec<&Table>, Vec<&Table>) =
         list.tables.iter().partition(|t| by_file(t).is_ok());
-    let mut tconn = target.conn()?;
-    session(&mut tconn, TARGET_SESSION)?;
     phases.start("create tables", 0);
+    let mut creates = Vec::with_capacity(files.len());
     for t in &files {
         check_cancel(req.cancel)?;
-        let create = show_create_table(source, t)?;
-        tconn.query_drop(format!("USE {}", quote(&t.schema)))?;
-        tconn
-            .query_drop(&create)
-            .with_context(|| format!("creating table {}", t.label()))?;
-        tconn.query_drop(format!("ALTER TABLE {} DISCARD TABLESPACE", t.qualified()))?;
+        creates.push((*t, show_create_table(source, t)?));
     }
+    let progress = phases.progress;
+    workers::on_target(
+        target,
+        req.jobs,
+        &creates,
+        req.cancel,
+        &|conn, (t, create)| {
+            conn.query_drop(format!("USE {}", quote(&t.schema)))?;
+            conn.query_drop(create)
+                .with_context(|| format!("creating table {}", t.label()))?;
+            conn.query_drop(format!("ALTER TABLE {} DISCARD TABLESPACE", t.qualified()))
+                .with_context(|| format!("discarding the new tablespace of {}", t.label()))?;
+            progress.advance(0, &t.label());
+            Ok(())
+        },
+    )?;
     let total: u64 = files
         .iter()
         .map(|t| std::fs::metadata(ibd(source_datadir, t)).map_or(0, |m| m.len()))
         .sum();
 
     phases.start("export and copy tablespaces", total);
-    // One moment for every table: none can change while the files are copied, and the
-    // transactions that read the others (and --verify's) open now.
-    let everything: Vec<String> = list.tables.iter().map(Table::qualified).collect();
-    let snapshot = if everything.is_empty() {
+    let snapshot = if list.tables.is_empty() {
         None
     } else {
-        source
-            .query_drop(format!("FLUSH TABLES {} FOR EXPORT", everything.join(", ")))
-            .with_context(|| {
-                format!(
-                    "FLUSH TABLES … FOR EXPORT of {} table(s) on the source",
-                    everything.len()
-                )
-            })?;
-        let held = (|| -> Result<Snapshot> {
-            let readers = if rows.is_empty() { 0 } else { req.jobs.max(1) };
-            let snap = snapshot::open(url, readers, req.verify, Freeze::Held)?;
+        let readers = if rows.is_empty() { 0 } else { req.jobs.max(1) };
+        let batch = export_batch(source)?;
+        let copy = |tables: &[&Table]| {
             copy_files(
                 source_datadir,
                 req.datadir,
-                &files,
+                tables,
                 &target.spec.user,
                 phases,
-            )?;
-            Ok(snap)
-        })();
-        // Release the source as soon as the files are copied, whatever happened.
-        source.query_drop("UNLOCK TABLES")?;
-        Some(held?)
+            )
+        };
+        Some(if list.tables.len() <= batch {
+            export_at_once(source, url, list, &files, readers, req, copy)?
+        } else {
+            summary.export_batches = Some(files.len().div_ceil(batch));
+            phases.progress.note(&format!(
+                "{} tables are more than the source keeps open at once (table_open_cache): \
+                 exporting them {batch} at a time under FLUSH TABLES WITH READ LOCK",
+                list.tables.len()
+            ));
+            export_in_batches(source, url, &files, batch, readers, req, copy)?
+        })
     };
 
     phases.start("import tablespaces", total);
@@ -237,6 +233,89 @@ fn copy_files(
     Ok(())
 }
 
+/// How many tables one `FLUSH TABLES … FOR EXPORT` may hold open on the source: half its
+/// table cache (the rest is its other users'), at most 1,000 (about 40 MB on MariaDB 10.11).
+fn export_batch(source: &mut mysql::Conn) -> Result<usize> {
+    let open_cache: Option<u64> = source.query_first("SELECT @@table_open_cache")?;
+    Ok((open_cache.unwrap_or(0) / 2).clamp(1, 1000) as usize)
+}
+
+/// One `FLUSH TABLES … FOR EXPORT` of every table (those copied as rows too, so nothing
+/// changes while their transactions open); the files copied; the tables released.
+fn export_at_once(
+    source: &mut mysql::Conn,
+    url: &str,
+    list: &TableList,
+    files: &[&Table],
+    readers: usize,
+    req: &BakeRequest,
+    copy: impl Fn(&[&Table]) -> Result<()>,
+) -> Result<Snapshot> {
+    let everything: Vec<String> = list.tables.iter().map(Table::qualified).collect();
+    source
+        .query_drop(format!("FLUSH TABLES {} FOR EXPORT", everything.join(", ")))
+        .with_context(|| {
+            format!(
+                "FLUSH TABLES … FOR EXPORT of {} table(s) on the source",
+                everything.len()
+            )
+        })?;
+    let held = (|| -> Result<Snapshot> {
+        let snap = snapshot::open(url, readers, req.verify, Freeze::Held)?;
+        copy(files)?;
+        Ok(snap)
+    })();
+    // Release the source as soon as the files are copied, whatever happened.
+    source.query_drop("UNLOCK TABLES")?;
+    held
+}
+
+/// `FLUSH TABLES WITH READ LOCK` on a coordinator for the whole export, the transactions
+/// opened under it, then `batch` tables at a time exported, copied and released.
+fn export_in_batches(
+    source: &mut mysql::Conn,
+    url: &str,
+    files: &[&Table],
+    batch: usize,
+    readers: usize,
+    req: &BakeRequest,
+    copy: impl Fn(&[&Table]) -> Result<()>,
+) -> Result<Snapshot> {
+    let mut coordinator = super::session::connect_source(url)?;
+    coordinator
+        .query_drop("FLUSH TABLES WITH READ LOCK")
+        .map_err(|e| {
+            crate::error::usage(format!(
+                "FLUSH TABLES WITH READ LOCK on the source failed: {e}. With more tables than \
+                 the source's table_open_cache the tablespace path exports them in batches \
+                 under that lock, which needs the RELOAD privilege; grant it, raise \
+                 table_open_cache, or use --via logical"
+            ))
+        })?;
+    let held = (|| -> Result<Snapshot> {
+        let snap = snapshot::open(url, readers, req.verify, Freeze::Held)?;
+        for part in files.chunks(batch) {
+            check_cancel(req.cancel)?;
+            let names: Vec<String> = part.iter().map(|t| t.qualified()).collect();
+            source
+                .query_drop(format!("FLUSH TABLES {} FOR EXPORT", names.join(", ")))
+                .with_context(|| {
+                    format!(
+                        "FLUSH TABLES … FOR EXPORT of {} table(s) on the source",
+                        part.len()
+                    )
+                })?;
+            let copied = copy(part);
+            source.query_drop("UNLOCK TABLES")?;
+            copied?;
+        }
+        Ok(snap)
+    })();
+    // Writes resume once every file is copied, whatever happened.
+    coordinator.query_drop("UNLOCK TABLES")?;
+    held
+}
+
 /// `IMPORT TABLESPACE` for every table, `jobs` at a time (an import reads and rewrites
 /// every page: CPU and I/O that parallel connections share out).
 fn import_all(
@@ -245,33 +324,14 @@ fn import_all(
     req: &BakeRequest,
     phases: &Phases,
 ) -> Result<()> {
-    let queue = Mutex::new(tables.iter().copied().collect::<VecDeque<_>>());
     let progress = phases.progress;
-    std::thread::scope(|s| -> Result<()> {
-        let workers: Vec<_> = (0..req.jobs.max(1).min(tables.len().max(1)))
-            .map(|_| {
-                s.spawn(|| -> Result<()> {
-                    let mut conn = target.conn()?;
-                    session(&mut conn, TARGET_SESSION)?;
-                    while let Some(t) = queue.lock().unwrap().pop_front() {
-                        check_cancel(req.cancel)?;
-                        conn.query_drop(format!("ALTER TABLE {} IMPORT TABLESPACE", t.qualified()))
-                            .with_context(|| {
-                                format!("importing the tablespace of {}", t.label())
-                            })?;
-                        let cfg = req.datadir.join(&t.schema).join(format!("{}.cfg", t.name));
-                        let _ = std::fs::remove_file(cfg);
-                        let size = std::fs::metadata(ibd(req.datadir, t)).map_or(0, |m| m.len());
-                        progress.advance(size, &t.label());
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        for w in workers {
-            w.join()
-                .map_err(|_| anyhow!("an import worker panicked"))??;
-        }
+    workers::on_target(target, req.jobs, tables, req.cancel, &|conn, t| {
+        conn.query_drop(format!("ALTER TABLE {} IMPORT TABLESPACE", t.qualified()))
+            .with_context(|| format!("importing the tablespace of {}", t.label()))?;
+        let cfg = req.datadir.join(&t.schema).join(format!("{}.cfg", t.name));
+        let _ = std::fs::remove_file(cfg);
+        let size = std::fs::metadata(ibd(req.datadir, t)).map_or(0, |m| m.len());
+        progress.advance(size, &t.label());
         Ok(())
     })
 }
