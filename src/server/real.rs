@@ -298,6 +298,22 @@ impl Server for RealServer {
             ));
         }
         let capacity = capacity as u64;
+        // A server records a statement's end after it has sent the client its answer, so
+        // a migration that has exited may have a last statement not yet in the history:
+        // wait (briefly) until no other thread is inside a statement.
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        loop {
+            let running: u64 = conn
+                .query_first(format!(
+                    "SELECT COUNT(*) FROM performance_schema.events_statements_current \
+                     WHERE THREAD_ID <> {me} AND END_EVENT_ID IS NULL"
+                ))?
+                .unwrap_or(0);
+            if running == 0 || std::time::Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         type Row = (
             u64,
             u64,
