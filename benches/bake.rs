@@ -8,6 +8,9 @@
 //!   DBB_BENCH_SCALES   sample-sql scales, comma-separated (default 6,21,83: about 0.3, 1
 //!                      and 4 GB of data and indexes, ~48 MB per unit; 208 is about 10 GB)
 //!   DBB_BENCH_TABLES   tables of the many-tables point (default 10000; 0 leaves it out)
+//!   DBB_BENCH_WIDE     rows of each table of the big-keys point (default 20000000; 0
+//!                      leaves it out): one keyed by a UUID CHAR(36) in the server's
+//!                      default collation, one by (tenant_id, id)
 //!   DBB_BENCH_RUNS     runs of each bake per point (default 1); peers run once
 //!   DBB_BENCH_IMAGE    size of the btrfs image (default 64G; sparse)
 
@@ -69,6 +72,8 @@ fn cpu_of_children(pid: u32) -> f64 {
 struct Baked {
     wall: f64,
     phases: String,
+    /// How big tables were cut, from the summary's `splits`.
+    splits: String,
     path: String,
     baker_cpu: f64,
     source_cpu: f64,
@@ -118,9 +123,25 @@ impl Bench {
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
+            let splits = report["splits"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|s| {
+                            format!(
+                                "{} {} range(s)",
+                                s["table"].as_str().unwrap_or("?"),
+                                s["ranges"]
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
             let b = Baked {
                 wall,
                 phases,
+                splits,
                 path: report["path"].as_str().unwrap_or("?").to_string(),
                 baker_cpu: children_cpu() - c0,
                 source_cpu: cpu_of(source_pid) - s0,
@@ -162,21 +183,14 @@ impl Bench {
         t
     }
 
-    /// Every method on database `db` of the newest generation.
-    /// `hold_open`: more tables than the source keeps open by default (the many-tables
-    /// point): the source gets the table cache and the memory to hold them all under one
-    /// FLUSH TABLES … FOR EXPORT, so the tablespace path can be measured there at all.
-    fn point(&mut self, label: &str, db: &str, hold_open: Option<usize>) -> Point {
+    /// Every method on database `db` of the newest generation. `many`: the many-tables
+    /// point, whose source gets a bigger buffer pool (its table cache stays the server's
+    /// default: the tablespace path exports past it in batches).
+    fn point(&mut self, label: &str, db: &str, many: bool) -> Point {
         let env = &self.env;
-        let pool = if hold_open.is_some() { "1G" } else { "128M" };
+        let pool = if many { "1G" } else { "128M" };
         let status = env.json(&["create", "source", "--buffer-pool", pool]);
         let source = status["port"].as_u64().unwrap() as u16;
-        if let Some(n) = hold_open {
-            sql(
-                source,
-                &format!("SET GLOBAL table_open_cache = {}", n + 100),
-            );
-        }
         let source_pid = env.json(&["status", "source"])["main_pid"]
             .as_u64()
             .unwrap_or(0) as u32;
@@ -253,6 +267,26 @@ impl Bench {
     }
 }
 
+/// Two tables of `rows` rows in `wide`: `events` keyed by a UUID (CHAR(36), the server's
+/// default collation) and `tenant_rows` by (tenant_id, id) over 50 tenants, each with a
+/// secondary index. Rows made by the server from a cross join of digits.
+fn wide_tables_sql(rows: u64) -> String {
+    let seq = db_branch::testkit::seq(rows);
+    format!(
+        "CREATE DATABASE wide;\nUSE wide;\n\
+         CREATE TABLE events (id CHAR(36) NOT NULL PRIMARY KEY, at DATETIME NOT NULL, \
+           kind VARCHAR(20) NOT NULL, body VARCHAR(60) NOT NULL, KEY by_at (at)) ENGINE=InnoDB;\n\
+         INSERT INTO events SELECT UUID(), '2026-01-01' + INTERVAL (seq % 31536000) SECOND, \
+           ELT(1 + seq % 4, 'click', 'view', 'buy', 'leave'), CONCAT('event ', seq, ' body') \
+           FROM {seq};\n\
+         CREATE TABLE tenant_rows (tenant_id INT NOT NULL, id BIGINT NOT NULL, \
+           amount DECIMAL(10,2) NOT NULL, note VARCHAR(60) NOT NULL, \
+           PRIMARY KEY (tenant_id, id), KEY by_amount (amount)) ENGINE=InnoDB;\n\
+         INSERT INTO tenant_rows SELECT seq % 50, seq, (seq % 100000) / 100, \
+           CONCAT('row ', seq, ' of its tenant') FROM {seq};\n"
+    )
+}
+
 /// SQL for `tables` small tables (an id key, a secondary index, 20 rows each) in `many`.
 fn many_tables_sql(tables: usize, file: &Path) {
     let mut s = String::from("CREATE DATABASE many;\nUSE many;\n");
@@ -276,6 +310,7 @@ fn main() {
         .filter_map(|s| s.trim().parse().ok())
         .collect();
     let tables: usize = env_or("DBB_BENCH_TABLES", 10_000);
+    let wide: u64 = env_or("DBB_BENCH_WIDE", 20_000_000);
     let runs: usize = env_or("DBB_BENCH_RUNS", 1);
     let image: String = env_or("DBB_BENCH_IMAGE", "64G".to_string());
     let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -298,7 +333,7 @@ fn main() {
         eprintln!("bench: building the sample at scale {scale}...");
         let t = bench.env.sample_baseline(*scale);
         eprintln!("bench: sample built in {t:.0} s");
-        points.push(bench.point(&format!("sample-sql {scale}"), "shop", None));
+        points.push(bench.point(&format!("sample-sql {scale}"), "shop", false));
     }
     if tables > 0 {
         let file = bench.env.root.join("many.sql");
@@ -312,7 +347,27 @@ fn main() {
             file.to_str().unwrap(),
         ]);
         let _ = std::fs::remove_file(&file);
-        points.push(bench.point(&format!("{tables} tables × 20 rows"), "many", Some(tables)));
+        points.push(bench.point(&format!("{tables} tables × 20 rows"), "many", true));
+    }
+    if wide > 0 {
+        let file = bench.env.root.join("wide.sql");
+        std::fs::write(&file, wide_tables_sql(wide)).unwrap();
+        eprintln!("bench: building two tables of {wide} rows...");
+        let t = Instant::now();
+        bench.env.run_ok(&[
+            "baseline",
+            "create",
+            "--empty",
+            "--sql",
+            file.to_str().unwrap(),
+        ]);
+        eprintln!("bench: built in {:.0} s", t.elapsed().as_secs_f64());
+        let _ = std::fs::remove_file(&file);
+        points.push(bench.point(
+            &format!("UUID-keyed + (tenant_id, id)-keyed, {wide} rows each"),
+            "wide",
+            false,
+        ));
     }
 
     println!("\n## Bake paths and their peers, by size\n");
@@ -364,13 +419,14 @@ fn profile(p: &Point, jobs: usize) -> String {
         ("dump file", &p.dump_bake),
     ] {
         out.push_str(&format!(
-            "\n- {name} (path {}): {:.1} s wall; CPU: baker and its server {:.1} s, source server {:.1} s ({:.0}% of {jobs} cores); {}",
+            "\n- {name} (path {}): {:.1} s wall; CPU: baker and its server {:.1} s, source server {:.1} s ({:.0}% of {jobs} cores); {}{}",
             b.path,
             b.wall,
             b.baker_cpu,
             b.source_cpu,
             100.0 * (b.baker_cpu + b.source_cpu) / (b.wall * jobs as f64),
-            b.phases
+            b.phases,
+            if b.splits.is_empty() { String::new() } else { format!("; split: {}", b.splits) }
         ));
     }
     out

@@ -314,7 +314,8 @@ pub fn copy(
         });
     }
     let progress = phases.progress;
-    workers::on_target(target, jobs, &creates, req.cancel, &|conn, (t, create)| {
+    let ddl = workers::for_ddl(jobs);
+    workers::on_target(target, ddl, &creates, req.cancel, &|conn, (t, create)| {
         conn.query_drop(format!("USE {}", quote(&t.schema)))?;
         conn.query_drop(create)
             .with_context(|| format!("creating table {}", t.label()))?;
@@ -468,7 +469,9 @@ fn copy_chunk(
             vec![row_sql.as_str(); n].join(", ")
         )
     };
-    let full_stmt = writer.prep(insert(per))?;
+    // Prepared when a first full batch is ready: most small tables never fill one, and
+    // preparing an INSERT of `per` rows for each of 10,000 tables cost more than their rows.
+    let mut full_stmt: Option<mysql::Statement> = None;
     let mut batch: Vec<Value> = Vec::with_capacity(per * columns.len());
     let mut in_batch = 0;
     let (mut rows, mut bytes) = (0u64, 0u64);
@@ -485,13 +488,19 @@ fn copy_chunk(
         in_batch += 1;
         rows += 1;
         if in_batch == per {
-            insert_retrying(writer, &full_stmt, std::mem::take(&mut batch))?;
+            let stmt = match full_stmt.take() {
+                Some(stmt) => stmt,
+                None => writer.prep(insert(per))?,
+            };
+            insert_retrying(writer, &stmt, std::mem::take(&mut batch))?;
+            full_stmt = Some(stmt);
             in_batch = 0;
         }
     }
     if in_batch > 0 {
         let last = writer.prep(insert(in_batch))?;
         insert_retrying(writer, &last, batch)?;
+        writer.close(last)?;
     }
     Ok((rows, bytes))
 }

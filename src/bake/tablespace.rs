@@ -128,7 +128,7 @@ pub fn import(
     let progress = phases.progress;
     workers::on_target(
         target,
-        req.jobs,
+        workers::for_ddl(req.jobs),
         &creates,
         req.cancel,
         &|conn, (t, create)| {
@@ -325,13 +325,19 @@ fn import_all(
     phases: &Phases,
 ) -> Result<()> {
     let progress = phases.progress;
-    workers::on_target(target, req.jobs, tables, req.cancel, &|conn, t| {
-        conn.query_drop(format!("ALTER TABLE {} IMPORT TABLESPACE", t.qualified()))
-            .with_context(|| format!("importing the tablespace of {}", t.label()))?;
-        let cfg = req.datadir.join(&t.schema).join(format!("{}.cfg", t.name));
-        let _ = std::fs::remove_file(cfg);
-        let size = std::fs::metadata(ibd(req.datadir, t)).map_or(0, |m| m.len());
-        progress.advance(size, &t.label());
-        Ok(())
-    })
+    workers::on_target(
+        target,
+        workers::for_ddl(req.jobs),
+        tables,
+        req.cancel,
+        &|conn, t| {
+            conn.query_drop(format!("ALTER TABLE {} IMPORT TABLESPACE", t.qualified()))
+                .with_context(|| format!("importing the tablespace of {}", t.label()))?;
+            let cfg = req.datadir.join(&t.schema).join(format!("{}.cfg", t.name));
+            let _ = std::fs::remove_file(cfg);
+            let size = std::fs::metadata(ibd(req.datadir, t)).map_or(0, |m| m.len());
+            progress.advance(size, &t.label());
+            Ok(())
+        },
+    )
 }

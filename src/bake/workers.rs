@@ -9,6 +9,13 @@ use crate::server::oneoff::OneOff;
 use anyhow::{anyhow, Result};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+/// Connections for statements that wait more than they compute — CREATE, DISCARD and
+/// IMPORT of small tables (file creation, the dictionary latch): twice `jobs`. On 2 cores
+/// with 10,000 tables the tablespace bake took 39.3 s with 2, 27.4 s with 4, 29.3 s with 8.
+pub fn for_ddl(jobs: usize) -> usize {
+    (jobs.max(1) * 2).min(16)
+}
+
 /// Runs `work` for every item, in order of the slice, on up to `jobs` connections (each
 /// with the target's session settings). The first error stops the others at their next
 /// item and is returned.
