@@ -14,6 +14,7 @@ pub mod ranges;
 pub mod session;
 pub mod snapshot;
 pub mod split;
+pub mod table;
 pub mod tablespace;
 pub mod verify;
 pub mod workers;

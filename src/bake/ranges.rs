@@ -7,7 +7,7 @@
 //! points. Bounds come from one pass of the source over the key (a stride: the row `step`
 //! past the previous bound, `LIMIT 1 OFFSET step - 1`), not a scan from the start per bound.
 
-use super::copy::Table;
+use super::table::Table;
 use crate::sql::quote;
 use anyhow::{anyhow, Result};
 use mysql::prelude::Queryable;
