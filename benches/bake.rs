@@ -16,7 +16,6 @@
 
 use db_branch::testkit::bench::{env_or, now_utc, which};
 use db_branch::testkit::{sql, TestEnv};
-use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
@@ -288,7 +287,7 @@ fn wide_tables_sql(rows: u64) -> String {
 }
 
 /// SQL for `tables` small tables (an id key, a secondary index, 20 rows each) in `many`.
-fn many_tables_sql(tables: usize, file: &Path) {
+fn many_tables_sql(tables: usize) -> String {
     let mut s = String::from("CREATE DATABASE many;\nUSE many;\n");
     for i in 0..tables {
         s.push_str(&format!(
@@ -300,7 +299,7 @@ fn many_tables_sql(tables: usize, file: &Path) {
                 .join(",")
         ));
     }
-    std::fs::write(file, s).unwrap();
+    s
 }
 
 fn main() {
@@ -336,33 +335,21 @@ fn main() {
         points.push(bench.point(&format!("sample-sql {scale}"), "shop", false));
     }
     if tables > 0 {
-        let file = bench.env.root.join("many.sql");
-        many_tables_sql(tables, &file);
         eprintln!("bench: building {tables} tables...");
-        bench.env.run_ok(&[
-            "baseline",
-            "create",
-            "--empty",
-            "--sql",
-            file.to_str().unwrap(),
-        ]);
-        let _ = std::fs::remove_file(&file);
+        bench
+            .env
+            .baseline_from_sql("many.sql", &many_tables_sql(tables));
+        let _ = std::fs::remove_file(bench.env.root.join("many.sql"));
         points.push(bench.point(&format!("{tables} tables × 20 rows"), "many", true));
     }
     if wide > 0 {
-        let file = bench.env.root.join("wide.sql");
-        std::fs::write(&file, wide_tables_sql(wide)).unwrap();
         eprintln!("bench: building two tables of {wide} rows...");
         let t = Instant::now();
-        bench.env.run_ok(&[
-            "baseline",
-            "create",
-            "--empty",
-            "--sql",
-            file.to_str().unwrap(),
-        ]);
+        bench
+            .env
+            .baseline_from_sql("wide.sql", &wide_tables_sql(wide));
         eprintln!("bench: built in {:.0} s", t.elapsed().as_secs_f64());
-        let _ = std::fs::remove_file(&file);
+        let _ = std::fs::remove_file(bench.env.root.join("wide.sql"));
         points.push(bench.point(
             &format!("UUID-keyed + (tenant_id, id)-keyed, {wide} rows each"),
             "wide",
