@@ -109,6 +109,15 @@ _db__branch() {
             db__branch__subcmd__baseline,create)
                 cmd="db__branch__subcmd__baseline__subcmd__create"
                 ;;
+            db__branch__subcmd__baseline,cut)
+                cmd="db__branch__subcmd__baseline__subcmd__cut"
+                ;;
+            db__branch__subcmd__baseline,follow)
+                cmd="db__branch__subcmd__baseline__subcmd__follow"
+                ;;
+            db__branch__subcmd__baseline,follower)
+                cmd="db__branch__subcmd__baseline__subcmd__follower"
+                ;;
             db__branch__subcmd__baseline,help)
                 cmd="db__branch__subcmd__baseline__subcmd__help"
                 ;;
@@ -130,8 +139,20 @@ _db__branch() {
             db__branch__subcmd__baseline,send)
                 cmd="db__branch__subcmd__baseline__subcmd__send"
                 ;;
+            db__branch__subcmd__baseline,unfollow)
+                cmd="db__branch__subcmd__baseline__subcmd__unfollow"
+                ;;
             db__branch__subcmd__baseline__subcmd__help,create)
                 cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__create"
+                ;;
+            db__branch__subcmd__baseline__subcmd__help,cut)
+                cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__cut"
+                ;;
+            db__branch__subcmd__baseline__subcmd__help,follow)
+                cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__follow"
+                ;;
+            db__branch__subcmd__baseline__subcmd__help,follower)
+                cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__follower"
                 ;;
             db__branch__subcmd__baseline__subcmd__help,help)
                 cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__help"
@@ -153,6 +174,9 @@ _db__branch() {
                 ;;
             db__branch__subcmd__baseline__subcmd__help,send)
                 cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__send"
+                ;;
+            db__branch__subcmd__baseline__subcmd__help,unfollow)
+                cmd="db__branch__subcmd__baseline__subcmd__help__subcmd__unfollow"
                 ;;
             db__branch__subcmd__checkpoint,delete)
                 cmd="db__branch__subcmd__checkpoint__subcmd__delete"
@@ -259,6 +283,15 @@ _db__branch() {
             db__branch__subcmd__help__subcmd__baseline,create)
                 cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__create"
                 ;;
+            db__branch__subcmd__help__subcmd__baseline,cut)
+                cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__cut"
+                ;;
+            db__branch__subcmd__help__subcmd__baseline,follow)
+                cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__follow"
+                ;;
+            db__branch__subcmd__help__subcmd__baseline,follower)
+                cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__follower"
+                ;;
             db__branch__subcmd__help__subcmd__baseline,list)
                 cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__list"
                 ;;
@@ -276,6 +309,9 @@ _db__branch() {
                 ;;
             db__branch__subcmd__help__subcmd__baseline,send)
                 cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__send"
+                ;;
+            db__branch__subcmd__help__subcmd__baseline,unfollow)
+                cmd="db__branch__subcmd__help__subcmd__baseline__subcmd__unfollow"
                 ;;
             db__branch__subcmd__help__subcmd__checkpoint,delete)
                 cmd="db__branch__subcmd__help__subcmd__checkpoint__subcmd__delete"
@@ -461,7 +497,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__baseline)
-            opts="-y -q -h --config --json --yes --quiet --host --help create list prune push pull receive send help"
+            opts="-y -q -h --config --json --yes --quiet --host --help create list prune push pull receive send follow cut follower unfollow help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -516,8 +552,94 @@ _db__branch() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__cut)
+            opts="-y -q -h --mask-sql --config --json --yes --quiet --host --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --mask-sql)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__follow)
+            opts="-p -y -q -h --name --mask-sql --no-mask --jobs --password-file --password --config --json --yes --quiet --host --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mask-sql)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --jobs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__follower)
+            opts="-y -q -h --config --json --yes --quiet --host --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         db__subcmd__branch__subcmd__baseline__subcmd__help)
-            opts="create list prune push pull receive send help"
+            opts="create list prune push pull receive send follow cut follower unfollow help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -531,6 +653,48 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__baseline__subcmd__help__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__help__subcmd__cut)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__help__subcmd__follow)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__help__subcmd__follower)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -629,6 +793,20 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__baseline__subcmd__help__subcmd__send)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__help__subcmd__unfollow)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -763,6 +941,28 @@ _db__branch() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__baseline__subcmd__unfollow)
+            opts="-y -q -h --config --json --yes --quiet --host --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1195,7 +1395,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help__subcmd__baseline)
-            opts="create list prune push pull receive send"
+            opts="create list prune push pull receive send follow cut follower unfollow"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1209,6 +1409,48 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help__subcmd__baseline__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__baseline__subcmd__cut)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__baseline__subcmd__follow)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__baseline__subcmd__follower)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1293,6 +1535,20 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__help__subcmd__baseline__subcmd__send)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        db__subcmd__branch__subcmd__help__subcmd__baseline__subcmd__unfollow)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -94,6 +94,11 @@ pub struct BranchRecord {
     /// `client.database`, else the generation's only database (`ops::database`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub database: Option<DatabaseName>,
+    /// A follower (`baseline follow`): the source it replicates, password left out. Its
+    /// data is the source's unmasked: no branch or checkpoint is made from it, and it is
+    /// never reset; `baseline cut` makes masked generations of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follows: Option<String>,
 }
 
 fn default_profile() -> Profile {
@@ -133,6 +138,7 @@ impl BranchRecord {
             parent: None,
             checkpoints: Vec::new(),
             database: None,
+            follows: None,
         }
     }
 

@@ -135,6 +135,10 @@ impl Command {
                 BaselineCommand::Pull(_) => "baseline pull",
                 BaselineCommand::Receive(_) => "baseline receive",
                 BaselineCommand::Send(_) => "baseline send",
+                BaselineCommand::Follow(_) => "baseline follow",
+                BaselineCommand::Cut(_) => "baseline cut",
+                BaselineCommand::Follower => "baseline follower",
+                BaselineCommand::Unfollow => "baseline unfollow",
             },
             Command::Create(_) => "create",
             Command::Reset(_) => "reset",
@@ -201,6 +205,53 @@ pub enum BaselineCommand {
     /// Write a generation's stream to stdout (what `pull` runs on the far side)
     #[command(hide = true)]
     Send(BaselineSendArgs),
+    /// Follow a primary by replication: seed a follower from it at a GTID position (the
+    /// fastest bake path that applies), then keep it replicating; `baseline cut` makes
+    /// masked generations of it
+    Follow(BaselineFollowArgs),
+    /// The follower's data now as the next generation: its applier paused for a snapshot,
+    /// then recovered, masked and sealed off the critical path
+    Cut(BaselineCutArgs),
+    /// Show what is followed: the follower's replication threads, lag, position and last
+    /// error, and the last cut
+    Follower,
+    /// Stop following and destroy the follower (generations already cut stay; asks first)
+    Unfollow,
+}
+
+#[derive(Debug, Args)]
+pub struct BaselineFollowArgs {
+    /// mysql://user[:pass]@host:port of the primary (or a replica) to follow: binary log on,
+    /// and on MySQL gtid_mode = ON. The user needs REPLICATION SLAVE and REPLICATION CLIENT
+    /// beside what `bake` reads with (SELECT, RELOAD, LOCK TABLES, SHOW VIEW)
+    #[arg(value_name = "SOURCE")]
+    pub source: String,
+    /// The follower's branch name
+    #[arg(long, default_value = "follower", value_name = "NAME")]
+    pub name: BranchName,
+    /// SQL every cut runs on its copy before sealing it: the place for PII masking
+    #[arg(long, value_name = "FILE")]
+    pub mask_sql: Option<PathBuf>,
+    /// Cuts run no masking SQL: the source holds nothing to mask
+    #[arg(long, conflicts_with = "mask_sql")]
+    pub no_mask: bool,
+    /// Parallel readers of the seed's bake [default: the number of CPUs]
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Read the source's password from this file (its first line) instead of the URL;
+    /// `MYSQL_PWD` works too
+    #[arg(long, value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
+    /// Ask for the source's password on the terminal
+    #[arg(short = 'p', long = "password", conflicts_with = "password_file")]
+    pub ask_password: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BaselineCutArgs {
+    /// Run this masking SQL instead of the one `baseline follow` was given
+    #[arg(long, value_name = "FILE")]
+    pub mask_sql: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

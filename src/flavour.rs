@@ -195,6 +195,9 @@ impl Flavour {
                 "innodb-buffer-pool-load-at-startup=0",
                 "innodb-buffer-pool-dump-at-shutdown=0",
                 "skip-log-bin",
+                // A datadir that was a follower's (`baseline follow`) still names its
+                // source: no server but the follower itself may start replicating.
+                "skip-slave-start",
                 "innodb-log-buffer-size=2M",
                 "key-buffer-size=1M",
                 "aria-pagecache-buffer-size=8M",
@@ -204,6 +207,8 @@ impl Flavour {
                 "innodb-buffer-pool-load-at-startup=0",
                 "innodb-buffer-pool-dump-at-shutdown=0",
                 "skip-log-bin",
+                // See MariaDB's: only a follower replicates.
+                "skip-replica-start",
                 // 64M by default, and it is resident: 58 MB of RSS per idle server.
                 "innodb-log-buffer-size=2M",
                 "key-buffer-size=1M",

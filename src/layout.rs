@@ -127,6 +127,10 @@ impl Layout {
     pub fn trash_lock(&self, id: &TrashId) -> PathBuf {
         self.locks_dir().join(format!("trash-{id}.lock"))
     }
+    /// What is followed (`baseline follow`): the follower, its source, its last cut.
+    pub fn follow_file(&self) -> PathBuf {
+        self.root.join("follow.json")
+    }
     /// Scratch space for the one-off servers that prepare baselines.
     pub fn work_dir(&self) -> PathBuf {
         self.root.join("work")

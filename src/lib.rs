@@ -28,6 +28,7 @@ pub mod names;
 pub mod ops;
 pub mod ports;
 pub mod printer;
+pub mod replication;
 pub mod report;
 pub mod server;
 pub mod service;

@@ -170,6 +170,10 @@ impl fmt::Display for BranchRef {
 pub struct Generation(pub u32);
 
 impl Generation {
+    /// No generation: what a follower is made from (its seed was never sealed as one), so
+    /// it counts as no generation's branch.
+    pub const NONE: Generation = Generation(0);
+
     pub fn dir_name(self) -> String {
         format!("gen-{:06}", self.0)
     }

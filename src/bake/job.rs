@@ -132,6 +132,9 @@ pub struct BakeRequest<'a> {
     pub with_users: bool,
     /// The database a single-database dump is loaded into.
     pub into: Option<String>,
+    /// The bake seeds a follower (`baseline follow`): the source's GTID position at the
+    /// bake's moment is needed, so MySQL's CLONE (whose moment is its own) is not used.
+    pub for_follower: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Default)]
@@ -192,6 +195,11 @@ pub struct BakeSummary {
     pub masked: bool,
     /// The server that made the baseline.
     pub server: Option<crate::flavour::Flavour>,
+    /// The source's executed GTIDs at the bake's moment (MariaDB: `gtid_binlog_pos`;
+    /// MySQL: `gtid_executed`), where the source keeps them and the moment was one for
+    /// every table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_gtid: Option<String>,
 }
 
 /// Times phases for the summary.

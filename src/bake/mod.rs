@@ -13,6 +13,7 @@ pub mod objects;
 pub mod ranges;
 pub mod session;
 pub mod snapshot;
+pub mod source;
 pub mod split;
 pub mod table;
 pub mod tablespace;
@@ -34,6 +35,8 @@ pub use session::{connect_source, redact, session, SOURCE_SESSION, TARGET_SESSIO
 /// binary; sim: records the request.
 pub trait Baker: Send + Sync {
     fn bake(&self, req: &BakeRequest, progress: &PhaseProgress) -> Result<BakeSummary>;
+    /// What a live source is, for `baseline follow` (connects and reads its variables).
+    fn follow_source(&self, url: &str) -> Result<source::SourceFacts>;
 }
 
 pub struct RealBaker(pub std::sync::Arc<RealServer>);
@@ -41,6 +44,9 @@ pub struct RealBaker(pub std::sync::Arc<RealServer>);
 impl Baker for RealBaker {
     fn bake(&self, req: &BakeRequest, progress: &PhaseProgress) -> Result<BakeSummary> {
         bake(&self.0, req, progress)
+    }
+    fn follow_source(&self, url: &str) -> Result<source::SourceFacts> {
+        source::facts(url)
     }
 }
 
@@ -61,16 +67,7 @@ fn choose_path(
 ) -> Result<(Via, Option<String>)> {
     let clone_block = clone::unusable(source, flavour)?;
     // The listing's own error, kind and hints kept (a MyISAM table is a usage error).
-    let tables = || {
-        listing.as_ref().map_err(|e| {
-            let (kind, hints) = crate::report::classify(e);
-            anyhow::Error::from(crate::error::Error {
-                kind,
-                message: format!("{e:#}"),
-                hints,
-            })
-        })
-    };
+    let tables = || listing_or_err(listing);
     match via {
         Some(Via::Clone) => match clone_block {
             None => Ok((Via::Clone, None)),
@@ -100,6 +97,18 @@ fn choose_path(
             }
         }
     }
+}
+
+/// A listing's table list, or its own error (kind and hints kept).
+fn listing_or_err(listing: &Result<copy::TableList>) -> Result<&copy::TableList> {
+    listing.as_ref().map_err(|e| {
+        let (kind, hints) = crate::report::classify(e);
+        anyhow::Error::from(crate::error::Error {
+            kind,
+            message: format!("{e:#}"),
+            hints,
+        })
+    })
 }
 
 /// Drops the accounts a datadir made elsewhere brought along (all but the server's own).
@@ -194,7 +203,19 @@ fn look_at_source(
     };
     let mut source = connect_source(url)?;
     let listing = copy::list_tables(&mut source, &req.databases);
-    let (path, reason) = choose_path(&mut source, flavour, *via, &listing)?;
+    let (path, reason) = if req.for_follower && via.is_none() {
+        // CLONE's moment is its own: the seed must be taken at a GTID position it reads.
+        match tablespace::reachable(&mut source, listing_or_err(&listing)?, flavour) {
+            Ok(_) => (Via::Tablespace, None),
+            Err(why) => (Via::Logical, Some(format!("not by tablespace: {why}"))),
+        }
+    } else if req.for_follower && *via == Some(Via::Clone) {
+        return Err(usage(
+            "a follower cannot be seeded --via clone: CLONE does not report the GTID position of its copy; use --via tablespace or --via logical",
+        ));
+    } else {
+        choose_path(&mut source, flavour, *via, &listing)?
+    };
     if let Some(r) = &reason {
         progress.note(&format!("baking by the {path} path ({r})"));
     }
@@ -353,6 +374,7 @@ fn carry_live(
                 moment = verify::Moment::Later;
             }
             verifier = snap.verifier;
+            summary.source_gtid = snap.gtid;
             copy::copy(
                 target,
                 &mut source,
@@ -392,10 +414,24 @@ fn carry_live(
 #[derive(Default)]
 pub struct SimBaker {
     pub baked: std::sync::Mutex<Vec<std::path::PathBuf>>,
+    /// What `follow_source` answers (None: a MariaDB 10.11 source that can be followed).
+    pub source: std::sync::Mutex<Option<source::SourceFacts>>,
 }
 
 #[cfg(any(test, feature = "testing"))]
 impl Baker for SimBaker {
+    fn follow_source(&self, _url: &str) -> Result<source::SourceFacts> {
+        Ok(self
+            .source
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap_or(source::SourceFacts {
+                flavour: crate::flavour::Flavour::new(crate::flavour::Family::Mariadb, 10, 11, 19),
+                server_id: 1,
+                refusal: None,
+            }))
+    }
     fn bake(&self, req: &BakeRequest, _progress: &PhaseProgress) -> Result<BakeSummary> {
         check_cancel(req.cancel)?;
         self.baked.lock().unwrap().push(req.datadir.to_path_buf());
@@ -416,6 +452,7 @@ impl Baker for SimBaker {
                     whole_because: Some("no primary key or unique key of NOT NULL columns".into()),
                 },
             ],
+            source_gtid: req.for_follower.then(|| "0-1-42".to_string()),
             ..Default::default()
         })
     }

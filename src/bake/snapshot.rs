@@ -15,6 +15,9 @@ pub struct Snapshot {
     /// False when nothing could stop writes while the transactions opened (the source
     /// user lacks RELOAD): each then has its own moment.
     pub consistent: bool,
+    /// The source's executed GTIDs at that moment (None: not consistent, or the source
+    /// keeps none — its binary log is off).
+    pub gtid: Option<String>,
 }
 
 /// How writes are held off while the transactions open.
@@ -24,6 +27,17 @@ pub enum Freeze {
     Held,
     /// Take `FLUSH TABLES WITH READ LOCK` for the moment it takes (needs RELOAD).
     GlobalReadLock,
+}
+
+/// The source's executed GTIDs now (None: it keeps none, or the query is not its flavour's).
+fn gtid_now(conn: &mut mysql::Conn) -> Option<String> {
+    let version: String = conn.query_first("SELECT VERSION()").ok().flatten()?;
+    let family = crate::flavour::Flavour::from_version_string(&version)?.family;
+    let gtid: Option<String> = conn
+        .query_first(crate::replication::source_position_query(family))
+        .ok()
+        .flatten();
+    gtid.filter(|g| !g.trim().is_empty())
 }
 
 pub fn open(url: &str, readers: usize, verifier: bool, freeze: Freeze) -> Result<Snapshot> {
@@ -47,10 +61,20 @@ pub fn open(url: &str, readers: usize, verifier: bool, freeze: Freeze) -> Result
     let opened = (|| -> Result<Snapshot> {
         let readers = (0..readers).map(|_| begin()).collect::<Result<Vec<_>>>()?;
         let verifier = if verifier { Some(begin()?) } else { None };
+        // Still frozen: no transaction can commit between the snapshots and this.
+        let gtid = if consistent {
+            match coordinator.as_mut() {
+                Some(c) => gtid_now(c),
+                None => gtid_now(&mut connect_source(url)?),
+            }
+        } else {
+            None
+        };
         Ok(Snapshot {
             readers,
             verifier,
             consistent,
+            gtid,
         })
     })();
     // Writes resume as soon as the transactions are open, whatever happened.

@@ -182,6 +182,7 @@ pub fn import(
     let Some(snapshot) = snapshot else {
         return Ok(None);
     };
+    summary.source_gtid = snapshot.gtid.clone();
     if !rows.is_empty() {
         summary.copied_as_rows = rows
             .iter()

@@ -21,7 +21,12 @@ pub fn run(host: &Host, args: &BakeArgs) -> Result<()> {
         crate::access::check_readable(&host.caller, path)?;
     }
     let opts = BakeOptions {
-        source: BakeSource::parse(&args.from, args.via())?.with_password(password(host, args)?)?,
+        source: BakeSource::parse(&args.from, args.via())?.with_password(password(
+            host,
+            &args.from,
+            args.password_file.as_deref(),
+            args.ask_password,
+        )?)?,
         databases: args.databases.clone(),
         mask_sql: args.mask_sql.clone(),
         verify: args.verify,
@@ -39,8 +44,13 @@ pub fn run(host: &Host, args: &BakeArgs) -> Result<()> {
 
 /// The source's password when it is not in the URL: `--password-file`, `MYSQL_PWD` (for a
 /// caller of db-branchd: the file the service put it in), or `--password` at a prompt.
-fn password(host: &Host, args: &BakeArgs) -> Result<Option<String>> {
-    if let Some(file) = &args.password_file {
+pub fn password(
+    host: &Host,
+    from: &str,
+    password_file: Option<&std::path::Path>,
+    ask: bool,
+) -> Result<Option<String>> {
+    if let Some(file) = password_file {
         let bytes = crate::access::read_as_caller(&host.caller, file).map_err(|e| {
             crate::error::usage(format!(
                 "cannot read --password-file {}: {e:#}",
@@ -50,7 +60,7 @@ fn password(host: &Host, args: &BakeArgs) -> Result<Option<String>> {
         let text = String::from_utf8_lossy(&bytes);
         return Ok(Some(text.lines().next().unwrap_or_default().to_string()));
     }
-    if args.ask_password {
+    if ask {
         let p = dialoguer::Password::new()
             .with_prompt("Password of the source")
             .allow_empty_password(true)
@@ -60,12 +70,11 @@ fn password(host: &Host, args: &BakeArgs) -> Result<Option<String>> {
             })?;
         return Ok(Some(p));
     }
-    let in_url = args
-        .from
+    let in_url = from
         .split_once("://")
         .and_then(|(_, rest)| rest.split_once('@'))
         .is_some_and(|(creds, _)| creds.contains(':'));
-    if !args.from.starts_with("mysql://") || in_url {
+    if !from.starts_with("mysql://") || in_url {
         return Ok(None);
     }
     if let Some(file) = std::env::var_os(crate::service::daemon::SECRET_FILE_ENV) {

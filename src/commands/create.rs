@@ -17,6 +17,8 @@ pub fn run(host: &Host, args: &CreateArgs) -> Result<()> {
         from: args.from.clone(),
         clean: args.clean,
         database: args.database.clone(),
+        seed: None,
+        follows: None,
     };
     let created = create(host, &opts)?;
     let name = &created.record.name;

@@ -73,7 +73,7 @@ pub fn need(command: &Command) -> Need {
         C::Metrics(_) => Need::User,
         C::Completions { .. } => Need::Anyone,
         C::Exec(_) | C::Shell(_) => Need::OwnProcess,
-        C::Baseline(BaselineCommand::List) => Need::User,
+        C::Baseline(BaselineCommand::List | BaselineCommand::Follower) => Need::User,
         C::Pool(PoolCommand::List | PoolCommand::Status(_)) => Need::User,
         // Who may release a slot (its claimant, or an admin) is the pool's to check.
         C::Pool(PoolCommand::Claim(_) | PoolCommand::Release(_) | PoolCommand::Run(_)) => {
@@ -151,6 +151,10 @@ pub fn dispatch(host: &Host, grant: &Grant, command: &Command, config_note: &str
         Command::Baseline(BaselineCommand::Pull(a)) => baseline::transfer::pull(host, a),
         Command::Baseline(BaselineCommand::Receive(a)) => baseline::transfer::receive(host, a),
         Command::Baseline(BaselineCommand::Send(a)) => baseline::transfer::send(host, a),
+        Command::Baseline(BaselineCommand::Follow(a)) => baseline::follow::follow(host, a),
+        Command::Baseline(BaselineCommand::Cut(a)) => baseline::follow::cut(host, a),
+        Command::Baseline(BaselineCommand::Follower) => baseline::follow::status(host),
+        Command::Baseline(BaselineCommand::Unfollow) => baseline::follow::unfollow(host),
         Command::Create(a) => create::run(host, a),
         Command::Reset(a) => reset::run(host, a),
         Command::Delete(a) => delete::run(host, a),

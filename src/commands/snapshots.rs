@@ -39,6 +39,12 @@ fn settings(sim: &SimHost) -> insta::Settings {
     s.add_filter(r"%2Ftmp%2F(%2E|\.)tmp[A-Za-z0-9]+", "[ROOT-ESCAPED]");
     s.add_filter(r#""seconds": [0-9.e-]+"#, r#""seconds": "[SECONDS]""#);
     s.add_filter(r"in [0-9]+\.[0-9] s by", "in [SECONDS] s by");
+    // How long a cut held the follower's applier still.
+    s.add_filter(
+        r#""pause_seconds": [0-9.e-]+"#,
+        r#""pause_seconds": "[SECONDS]""#,
+    );
+    s.add_filter(r"applier paused [0-9.]+ s", "applier paused [SECONDS] s");
     // migrate-check's line: how long the migration command (a real process) ran.
     s.add_filter(r"` in [0-9]+\.[0-9] s\.", "` in [SECONDS] s.");
     // Whether the tests run as root shows in doctor's first check.
@@ -237,6 +243,28 @@ fn baseline_commands() {
     run(&mut sim, true, "baseline create --empty");
     both(&mut sim, "baseline-prune", "baseline prune");
     both(&mut sim, "bake", "bake --from mysql://u@127.0.0.1:1");
+}
+
+#[test]
+fn follow_commands() {
+    let mut sim = sim_host();
+    let source = "mysql://repl:pw@127.0.0.1:3999";
+    let follow = format!("baseline follow {source} --no-mask");
+    both_with(&mut sim, "baseline-follow", &follow, |sim| {
+        run(sim, true, "--yes baseline unfollow");
+    });
+    both(&mut sim, "baseline-follower", "baseline follower");
+    both(&mut sim, "baseline-cut", "baseline cut");
+    both(&mut sim, "baseline-list-followed", "baseline list");
+    both_with(
+        &mut sim,
+        "baseline-unfollow",
+        "--yes baseline unfollow",
+        |sim| {
+            run(sim, true, &follow);
+        },
+    );
+    both(&mut sim, "baseline-follower-none", "baseline follower");
 }
 
 #[test]

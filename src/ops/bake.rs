@@ -78,6 +78,15 @@ fn validate(host: &Host, opts: &BakeOptions) -> Result<()> {
     Ok(())
 }
 
+/// Ctrl-C or a TERM from a CI runner: a bake stops at the next table or chunk and undoes.
+pub fn cancel_on_signals() -> Result<Arc<AtomicBool>> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, cancel.clone()).context("installing signal handlers")?;
+    }
+    Ok(cancel)
+}
+
 /// A database name the server accepts as a directory name of its own.
 fn check_database_name(db: &str) -> Result<()> {
     let bad = db.is_empty()
@@ -97,11 +106,7 @@ fn check_database_name(db: &str) -> Result<()> {
 
 pub fn bake(host: &Host, opts: &BakeOptions) -> Result<Baked> {
     validate(host, opts)?;
-    // Ctrl-C or a TERM from a CI runner: stop at the next table or chunk and undo.
-    let cancel = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, cancel.clone()).context("installing signal handlers")?;
-    }
+    let cancel = cancel_on_signals()?;
     let progress = host.printer.progress().labelled("bake");
     let (generation, summary) = build(host, "bake", |workspace, work, generation| {
         progress.note(&format!("baking baseline {generation}..."));
@@ -122,6 +127,7 @@ pub fn bake(host: &Host, opts: &BakeOptions) -> Result<Baked> {
             cancel: &cancel,
             with_users: opts.with_users,
             into: opts.into.clone(),
+            for_follower: false,
         };
         let summary = host.baker.bake(&req, &progress);
         progress.finish();

@@ -29,16 +29,20 @@ pub fn build<T>(
         let workspace = host.storage.begin_baseline(generation)?;
         crate::failpoint::hit(&format!("{step}:after-workspace"));
         let (server, source, made) = fill(&workspace, work, generation)?;
-        Ok((workspace, server, source, made))
+        Ok((workspace, server, source, None, made))
     })
 }
 
 /// `build` where `fill` makes the workspace itself (a promotion snapshots the branch into
-/// one) and returns it with what `build`'s fill returns.
-fn build_in<T>(
+/// one) and returns it with what `build`'s fill returns, and how it was cut from a
+/// follower (`baseline cut`) if it was.
+pub(crate) fn build_in<T>(
     host: &Host,
     step: &str,
-    fill: impl FnOnce(&Path, Generation) -> Result<(PathBuf, Flavour, String, T)>,
+    fill: impl FnOnce(
+        &Path,
+        Generation,
+    ) -> Result<(PathBuf, Flavour, String, Option<crate::replication::Cut>, T)>,
 ) -> Result<(Generation, T)> {
     host.storage.open()?;
     // One build at a time; branch commands are not held up by it.
@@ -56,7 +60,7 @@ fn build_in<T>(
             host.storage.abandon_baseline(generation)
         });
         let work = host.layout.work_dir().join(generation.dir_name());
-        let (workspace, server, source, made) = fill(&work, generation)?;
+        let (workspace, server, source, followed, made) = fill(&work, generation)?;
         let info = GenerationInfo {
             server,
             created: host.clock.now(),
@@ -64,6 +68,7 @@ fn build_in<T>(
             origin_identity: None,
             // Read from the sealed-to-be datadir itself: the same for every way it was made.
             databases: crate::server::databases::in_datadir(&workspace).ok(),
+            followed,
         };
         host.storage
             .write_generation_info(generation, &workspace, &info)?;
@@ -116,6 +121,7 @@ pub fn create(host: &Host, opts: &CreateBaselineOptions) -> Result<Generation> {
             initialize: opts.empty,
             create_client_user: opts.empty,
             sql_files: opts.sql.clone(),
+            from_follower: false,
         };
         let done = host
             .server
@@ -152,6 +158,7 @@ pub fn promote(
         }
     }
     let record = crate::ops::branch::record::require(host, name)?;
+    crate::ops::create::refuse_follower(&record, "a baseline by --from-branch")?;
     let made_by = record
         .server
         .or_else(|| generation_server(host, record.baseline));
@@ -170,6 +177,7 @@ pub fn promote(
             initialize: false,
             create_client_user: false,
             sql_files: sql.to_vec(),
+            from_follower: false,
         };
         let done = host
             .server
@@ -180,6 +188,7 @@ pub fn promote(
             workspace,
             done?,
             format!("branch {name}"),
+            None,
             captured.downtime_seconds,
         ))
     })?;
@@ -223,6 +232,10 @@ pub struct BaselineRow {
     pub origin_identity: Option<String>,
     /// Its application databases (None: its files do not tell).
     pub databases: Option<Vec<String>>,
+    /// For a generation cut from a follower: the source, the GTIDs it holds, the lag and
+    /// the applier's pause at the cut.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub followed: Option<crate::replication::Cut>,
 }
 
 pub fn list(host: &Host) -> Result<Vec<BaselineRow>> {
@@ -240,6 +253,7 @@ pub fn list(host: &Host) -> Result<Vec<BaselineRow>> {
                 server: info.as_ref().map(|i| i.server),
                 created: info.as_ref().map(|i| i.created),
                 origin_identity: info.as_ref().and_then(|i| i.origin_identity.clone()),
+                followed: info.as_ref().and_then(|i| i.followed.clone()),
                 source: info.map(|i| i.source),
                 identity: host.storage.generation_identity(g).ok().flatten(),
                 databases: host.storage.generation_databases(g),

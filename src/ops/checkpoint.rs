@@ -45,6 +45,7 @@ pub fn make(
             "branch {name} was never finished (its create was interrupted)"
         )));
     }
+    crate::ops::create::refuse_follower(&record, "a checkpoint")?;
     let present = host.storage.checkpoints(name)?;
     let tag = match tag {
         Some(t) => t,

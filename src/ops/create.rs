@@ -45,6 +45,11 @@ pub struct CreateOptions {
     /// `--database`: the application database clients are pointed at (checked against
     /// what the branch's data holds).
     pub database: Option<DatabaseName>,
+    /// A follower's seed (`baseline follow`): the branch's datadir is the unsealed
+    /// workspace of this generation number, baked by that server, not a clone.
+    pub seed: Option<(Generation, crate::flavour::Flavour)>,
+    /// The source a follower replicates (recorded as `follows`).
+    pub follows: Option<String>,
 }
 
 impl CreateOptions {
@@ -61,6 +66,8 @@ impl CreateOptions {
             from: None,
             clean: false,
             database: None,
+            seed: None,
+            follows: None,
         }
     }
 }
@@ -123,8 +130,9 @@ fn create_timed(host: &Host, opts: &CreateOptions) -> Result<Created> {
         None => {}
     }
     host.check_socket_path(name)?;
-    let (baseline, made_by, database) = match &opts.from {
-        Some(from) => {
+    let (baseline, made_by, database) = match (&opts.from, opts.seed) {
+        (_, Some((_, flavour))) => (Generation::NONE, Some(flavour), None),
+        (Some(from), None) => {
             let source = source_of(host, from)?;
             let made_by = source
                 .server
@@ -145,7 +153,7 @@ fn create_timed(host: &Host, opts: &CreateOptions) -> Result<Created> {
             let database = opts.database.clone().or(source.database.clone());
             (source.baseline, made_by, database)
         }
-        None => {
+        (None, None) => {
             let baseline = resolve_generation(host, opts.baseline)?;
             let made_by = generation_server(host, baseline);
             check_server_for(host, &format!("baseline {baseline}"), made_by)?;
@@ -185,6 +193,7 @@ fn create_timed(host: &Host, opts: &CreateOptions) -> Result<Created> {
         .collect();
     record.expires_at = expires_at;
     record.database = database;
+    record.follows = opts.follows.clone();
     record.parent = opts.from.as_ref().map(|f| Parent::Branch {
         name: f.name.clone(),
         checkpoint: f.checkpoint.clone(),
@@ -243,6 +252,10 @@ fn apply<'a>(
     };
 
     let captured = match &opts.from {
+        None if let Some((workspace, _)) = opts.seed => {
+            host.storage.branch_from_workspace(workspace, &name)?;
+            None
+        }
         None => {
             host.storage.clone_branch(record.baseline, &name)?;
             None
@@ -297,9 +310,27 @@ fn apply<'a>(
     Ok(captured)
 }
 
+/// A follower holds the source's unmasked data: nothing is made from it but masked
+/// generations (`baseline cut`).
+pub fn refuse_follower(record: &BranchRecord, what: &str) -> Result<()> {
+    match &record.follows {
+        Some(source) => Err(Error::new(
+            Kind::Usage,
+            format!(
+                "branch {} follows {source} and holds its data unmasked: {what} cannot be made from it",
+                record.name
+            ),
+        )
+        .hint("cut a masked generation with `db-branch baseline cut`, and branch from that")
+        .into()),
+        None => Ok(()),
+    }
+}
+
 /// The branch (and checkpoint) a new branch is made from, or a not-found error.
 fn source_of(host: &Host, from: &BranchRef) -> Result<BranchRecord> {
     let source = crate::ops::branch::record::require(host, &from.name)?;
+    refuse_follower(&source, "a branch")?;
     if source.phase != Phase::Ready {
         return Err(usage(format!(
             "branch {} was never finished (its create was interrupted)",

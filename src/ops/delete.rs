@@ -22,6 +22,14 @@ pub fn delete(host: &Host, name: &BranchName, force: bool, reason: Reason) -> Re
     host.storage.open()?;
     let _lock = host.branch_lock(name)?;
     let record = records::load(&host.layout, name)?;
+    if let Some(source) = record.as_ref().and_then(|r| r.follows.as_ref()) {
+        return Err(crate::error::Error::new(
+            crate::error::Kind::Usage,
+            format!("branch {name} follows {source}; it is not deleted as a branch is"),
+        )
+        .hint("stop following (and remove it) with `db-branch baseline unfollow`")
+        .into());
+    }
     refuse_if_protected(host, name, record.as_ref(), force)?;
     if !exists(host, name, record.as_ref())? {
         return Ok(Outcome::NothingThere);

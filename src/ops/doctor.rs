@@ -154,6 +154,9 @@ pub fn report(host: &Host, config_note: &str) -> DoctorReport {
     if let Some(check) = trash_check(host) {
         checks.push(check);
     }
+    if let Some(check) = follower_check(host) {
+        checks.push(check);
+    }
     DoctorReport {
         checks,
         available_memory_bytes: available,
@@ -240,7 +243,7 @@ fn trash_check(host: &Host) -> Option<Check> {
     let held: u64 = rows.iter().filter_map(|r| r.own_bytes).sum();
     let next = rows.iter().map(|r| r.keep_until).min().expect("not empty");
     let detail = format!(
-        "{} deleted branch{} kept, holding {} of their own; the next goes at {}          (lifecycle.keep_deleted = {}; `db-branch trash` lists them)",
+        "{} deleted branch{} kept, holding {} of their own; the next goes at {} (lifecycle.keep_deleted = {}; `db-branch trash` lists them)",
         rows.len(),
         if rows.len() == 1 { "" } else { "es" },
         crate::values::ByteSize(held),
@@ -258,10 +261,69 @@ fn trash_check(host: &Host) -> Option<Check> {
         Check::warn(
             "trash",
             format!(
-                "{detail}; half-moved by a crash, their branch's name since taken by another:                  {} (`db-branch trash purge ID` removes one)",
+                "{detail}; half-moved by a crash, their branch's name since taken by another: {} (`db-branch trash purge ID` removes one)",
                 half.join(", ")
             ),
         )
+    })
+}
+
+/// What is followed and whether it replicates (None: nothing is followed). A broken
+/// stream is a warning: branches work, but no new generation can be cut.
+fn follower_check(host: &Host) -> Option<Check> {
+    let view = match crate::ops::follow::status(host) {
+        Ok(v) => v?,
+        Err(e) => {
+            return Some(Check::warn(
+                "follower",
+                format!(
+                    "cannot read what is followed: {}",
+                    crate::report::chain_text(&e)
+                ),
+            ))
+        }
+    };
+    let who = format!(
+        "{} follows {}",
+        view.following.branch, view.following.source
+    );
+    let cut = view.following.last_cut.as_ref().map_or_else(
+        || "no generation cut yet".to_string(),
+        |c| {
+            format!(
+                "last cut {} at {}",
+                c.generation,
+                c.at.format("%Y-%m-%d %H:%M:%S")
+            )
+        },
+    );
+    Some(match &view.status {
+        Some(s) if s.healthy() => Check::ok(
+            "follower",
+            format!(
+                "{who}, {} behind; {cut}",
+                s.lag_seconds
+                    .map_or("an unknown time".to_string(), |l| format!("{l} s"))
+            ),
+        ),
+        Some(s) => Check::warn(
+            "follower",
+            format!(
+                "{who} but is not replicating ({}); cuts make no generation until it does; \
+                 a source back again is picked up by itself; purged binary logs or diverged \
+                 data need `db-branch baseline unfollow`, then `baseline follow` to seed anew",
+                s.trouble()
+            ),
+        ),
+        None => Check::warn(
+            "follower",
+            format!(
+                "{who}: {}",
+                view.status_error
+                    .clone()
+                    .unwrap_or_else(|| "no status".into())
+            ),
+        ),
     })
 }
 

@@ -12,6 +12,7 @@ pub mod create;
 pub mod delete;
 pub mod diff;
 pub mod doctor;
+pub mod follow;
 pub mod gc;
 pub mod init;
 pub mod inspect;

@@ -82,6 +82,16 @@ fn reset_timed(host: &Host, opts: &ResetOptions) -> Result<ResetDone> {
         ))
         .into());
     }
+    if let Some(source) = &record.follows {
+        return Err(Error::new(
+            Kind::Usage,
+            format!(
+                "branch {name} follows {source}: a reset would take it back to its seed, behind what it has applied"
+            ),
+        )
+        .hint("to seed it again: `db-branch baseline unfollow`, then `baseline follow` anew")
+        .into());
+    }
     crate::ops::branch::fit::check_server(host, &record)?;
     if let Some(tag) = &opts.to {
         super::checkpoint::require_checkpoint(&record, tag)?;

@@ -31,6 +31,8 @@ pub enum IdleAction {
     /// A pool's slot: kept running, ready to be claimed.
     #[serde(rename = "pool slot")]
     PoolSlot,
+    /// A follower (`baseline follow`): it replicates whether or not anyone connects.
+    Follower,
     Error,
 }
 
@@ -106,6 +108,10 @@ fn sweep(host: &Host, opts: &StopIdleOptions) -> Result<Vec<IdleRow>> {
         };
         if record.labels.contains_key(crate::ops::pool::POOL_LABEL) {
             rows.push(row(name.as_str(), IdleAction::PoolSlot));
+            continue;
+        }
+        if record.follows.is_some() {
+            rows.push(row(name.as_str(), IdleAction::Follower));
             continue;
         }
         let l = launch(host, &name);

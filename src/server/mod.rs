@@ -62,13 +62,13 @@ impl Classified for ServerError {
     fn hints(&self) -> Vec<String> {
         match self {
             ServerError::BinaryMissing(_) | ServerError::NotAServer { .. } => vec![
-                "install mariadb-server (or a server with scripts/install-server) and set                  mysqld.binary in the config to its mysqld/mariadbd"
+                "install mariadb-server (or a server with scripts/install-server) and set mysqld.binary in the config to its mysqld/mariadbd"
                     .into(),
             ],
             ServerError::NoSuchUser(_) => vec!["install the server package, which makes the user".into()],
             ServerError::WrongServer { made_by, binary, .. } => vec![
                 format!(
-                    "starting it with {binary} would upgrade its data dictionary in place; point                      mysqld.binary at a {} {}.{} server, or make a new baseline with this one",
+                    "starting it with {binary} would upgrade its data dictionary in place; point mysqld.binary at a {} {}.{} server, or make a new baseline with this one",
                     made_by.family, made_by.version.major, made_by.version.minor
                 ),
             ],
@@ -78,7 +78,7 @@ impl Classified for ServerError {
                     .into(),
             ],
             ServerError::UncleanDatadir { .. } => vec![
-                "start a server on the original datadir and stop it cleanly (`mariadb-admin                  shutdown`, `mysqladmin shutdown`, or `systemctl stop mariadb`), then try again;                  a clean datadir starts without any \"crash recovery\" line in its error log"
+                "start a server on the original datadir and stop it cleanly (`mariadb-admin shutdown`, `mysqladmin shutdown`, or `systemctl stop mariadb`), then try again; a clean datadir starts without any \"crash recovery\" line in its error log"
                     .into(),
             ],
         }
@@ -131,6 +131,10 @@ pub struct Preparation {
     pub create_client_user: bool,
     /// SQL files run in order after start-up (seed data, masking).
     pub sql_files: Vec<PathBuf>,
+    /// A crash-consistent snapshot of a follower (`baseline cut`): InnoDB's recovery at
+    /// the first start is expected, and replication (source, credentials, relay logs) is
+    /// forgotten before the SQL files run.
+    pub from_follower: bool,
 }
 
 pub trait Server: Send + Sync {
@@ -186,6 +190,14 @@ pub trait Server: Send + Sync {
     /// Writes and flushes InnoDB's redo log, so a snapshot of the running server taken next
     /// holds every transaction committed so far (the `test` profile flushes once a second).
     fn flush_logs(&self, socket: &Path) -> Result<()>;
+    /// Points the server behind `socket` at `source` and starts replicating (a follower).
+    fn follow(&self, socket: &Path, source: &crate::replication::ReplicaSource) -> Result<()>;
+    /// What a follower's replication threads say.
+    fn replica_status(&self, socket: &Path) -> Result<crate::replication::ReplicaStatus>;
+    /// Stops a follower's applier (its receiver keeps fetching) and returns the GTIDs it
+    /// has applied: nothing changes its data until `resume_applier`.
+    fn pause_applier(&self, socket: &Path) -> Result<String>;
+    fn resume_applier(&self, socket: &Path) -> Result<()>;
     /// Every schema object of the user databases (`diff`).
     fn schema(&self, socket: &Path) -> Result<schema::Schema>;
     /// Row count and checksum of every user table (`diff --data`).

@@ -206,11 +206,16 @@ impl Server for RealServer {
                 .run_statements(&self.client_account_sql(&flavour))
                 .context("creating the client user in the new baseline")?;
         }
+        if prep.from_follower {
+            server
+                .run_statements(&crate::replication::forget_sql(flavour.family))
+                .context("removing the follower's replication settings from the copy")?;
+        }
         for file in &prep.sql_files {
             server.run_sql_file(file, progress)?;
         }
         progress.phase("clean shutdown (full purge)", 0);
-        server.shutdown_clean(false)?;
+        server.shutdown_clean(prep.from_follower)?;
         let _ = fs::remove_dir_all(work);
         Ok(flavour)
     }
@@ -269,6 +274,70 @@ impl Server for RealServer {
             c.query_drop("SET GLOBAL innodb_flush_log_at_trx_commit = 0")?;
         }
         flushed
+    }
+
+    fn follow(&self, socket: &Path, source: &crate::replication::ReplicaSource) -> Result<()> {
+        let mut c = conn::admin(socket)?;
+        for statement in crate::replication::follow_sql(source) {
+            // The statement holds the password: say which one failed, not what it held.
+            let verb: String = statement.split(" TO ").next().unwrap_or("").into();
+            c.query_drop(&statement)
+                .with_context(|| format!("`{verb}` on the follower"))?;
+        }
+        Ok(())
+    }
+
+    fn replica_status(&self, socket: &Path) -> Result<crate::replication::ReplicaStatus> {
+        let family = self.binary.flavour()?.family;
+        let mut c = conn::admin(socket)?;
+        let row: Option<mysql::Row> = c
+            .query_first(crate::replication::status_query(family))
+            .context("reading the follower's replication status")?;
+        let position: Option<String> =
+            c.query_first(crate::replication::applied_position_query(family))?;
+        let Some(row) = row else {
+            return Ok(crate::replication::ReplicaStatus {
+                position: position.unwrap_or_default(),
+                last_error: Some("replication is not set up on this server".into()),
+                ..Default::default()
+            });
+        };
+        let [io, sql, lag, io_error, sql_error] = crate::replication::status_columns(family);
+        let text = |col: &str| -> Option<String> {
+            row.get_opt::<Option<String>, _>(col)
+                .and_then(|v| v.ok())
+                .flatten()
+                .filter(|v| !v.is_empty())
+        };
+        let error = match (text(io_error), text(sql_error)) {
+            (_, Some(e)) => Some(format!("applier: {e}")),
+            (Some(e), None) => Some(format!("receiver: {e}")),
+            (None, None) => None,
+        };
+        Ok(crate::replication::ReplicaStatus {
+            receiving: text(io).as_deref() == Some("Yes"),
+            applying: text(sql).as_deref() == Some("Yes"),
+            lag_seconds: text(lag).and_then(|l| l.parse().ok()),
+            position: position.unwrap_or_default(),
+            last_error: error,
+        })
+    }
+
+    fn pause_applier(&self, socket: &Path) -> Result<String> {
+        let family = self.binary.flavour()?.family;
+        let mut c = conn::admin(socket)?;
+        c.query_drop(crate::replication::pause_sql(family))
+            .context("pausing the follower's applier")?;
+        let position: Option<String> =
+            c.query_first(crate::replication::applied_position_query(family))?;
+        Ok(position.unwrap_or_default())
+    }
+
+    fn resume_applier(&self, socket: &Path) -> Result<()> {
+        let family = self.binary.flavour()?.family;
+        conn::admin(socket)?
+            .query_drop(crate::replication::resume_sql(family))
+            .context("resuming the follower's applier")
     }
 
     fn schema(&self, socket: &Path) -> Result<super::schema::Schema> {

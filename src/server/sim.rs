@@ -39,6 +39,12 @@ pub struct SimServer {
     pub dense_swaps: Mutex<usize>,
     /// Set: `dense_template` refuses with this reason.
     pub dense_refusal: Mutex<Option<String>>,
+    /// Per socket path: what `replica_status` says (set by `follow`; tests break it).
+    pub replicas: Mutex<std::collections::BTreeMap<PathBuf, crate::replication::ReplicaStatus>>,
+    /// Applier pauses asked for.
+    pub pauses: Mutex<usize>,
+    /// Set: `follow` fails with this.
+    pub follow_refusal: Mutex<Option<String>>,
 }
 
 impl Default for SimServer {
@@ -57,6 +63,9 @@ impl Default for SimServer {
             dense_present: Mutex::default(),
             dense_swaps: Mutex::default(),
             dense_refusal: Mutex::default(),
+            replicas: Mutex::default(),
+            pauses: Mutex::default(),
+            follow_refusal: Mutex::default(),
         }
     }
 }
@@ -211,6 +220,45 @@ impl Server for SimServer {
     }
     fn flush_logs(&self, _socket: &Path) -> Result<()> {
         *self.flushes.lock().unwrap() += 1;
+        Ok(())
+    }
+    fn follow(&self, socket: &Path, source: &crate::replication::ReplicaSource) -> Result<()> {
+        if let Some(why) = self.follow_refusal.lock().unwrap().clone() {
+            return Err(anyhow!("{why}"));
+        }
+        self.replicas.lock().unwrap().insert(
+            socket.to_path_buf(),
+            crate::replication::ReplicaStatus {
+                receiving: true,
+                applying: true,
+                lag_seconds: Some(0),
+                position: source.position.clone(),
+                last_error: None,
+            },
+        );
+        Ok(())
+    }
+    fn replica_status(&self, socket: &Path) -> Result<crate::replication::ReplicaStatus> {
+        self.replicas
+            .lock()
+            .unwrap()
+            .get(socket)
+            .cloned()
+            .ok_or_else(|| anyhow!("no replication on {}", socket.display()))
+    }
+    fn pause_applier(&self, socket: &Path) -> Result<String> {
+        *self.pauses.lock().unwrap() += 1;
+        let mut replicas = self.replicas.lock().unwrap();
+        let r = replicas
+            .get_mut(socket)
+            .ok_or_else(|| anyhow!("no replication on {}", socket.display()))?;
+        r.applying = false;
+        Ok(r.position.clone())
+    }
+    fn resume_applier(&self, socket: &Path) -> Result<()> {
+        if let Some(r) = self.replicas.lock().unwrap().get_mut(socket) {
+            r.applying = true;
+        }
         Ok(())
     }
     fn schema(&self, socket: &Path) -> Result<super::schema::Schema> {

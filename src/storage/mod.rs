@@ -69,6 +69,9 @@ pub struct GenerationInfo {
     /// generation's files instead, `Storage::generation_databases`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub databases: Option<Vec<String>>,
+    /// Cut from a follower (`baseline cut`): the source and the GTIDs it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub followed: Option<crate::replication::Cut>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -122,6 +125,7 @@ pub trait Storage: Transfer + Send + Sync {
             source: "unknown".into(),
             origin_identity: None,
             databases: None,
+            followed: None,
         }))
     }
     /// Generation `gen`'s application databases: as recorded when it was sealed, else as
@@ -273,6 +277,12 @@ pub trait Storage: Transfer + Send + Sync {
     }
     /// A workspace for generation `gen` holding the branch's datadir as it is now (the
     /// server stopped cleanly first): promotes a branch without copying it.
+    /// Makes branch `name` (datadir and `@init`) from the unsealed workspace of `gen`,
+    /// which is then removed: a follower's seed (`baseline follow`) becomes its datadir
+    /// without ever being a generation branches could be made from.
+    fn branch_from_workspace(&self, _gen: Generation, _name: &BranchName) -> Result<PathBuf> {
+        Err(not_here("followers (baseline follow)"))
+    }
     fn begin_baseline_from_branch(&self, _gen: Generation, _name: &BranchName) -> Result<PathBuf> {
         Err(not_here("baselines promoted from branches"))
     }

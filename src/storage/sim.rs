@@ -63,6 +63,7 @@ impl SimStorage {
                 source: "sim".into(),
                 origin_identity: None,
                 databases: Some(vec!["shop".into()]),
+                followed: None,
             },
         );
         drop(st);
@@ -376,6 +377,14 @@ impl Storage for SimStorage {
             .trash
             .contains_key(id)
             .then(|| st.trash_bytes.get(id).copied().unwrap_or(1 << 20)))
+    }
+    fn branch_from_workspace(&self, gen: Generation, name: &BranchName) -> Result<PathBuf> {
+        let mut st = self.check("branch_from_workspace")?;
+        if !st.workspaces.remove(&gen) {
+            return Err(anyhow!("no workspace for {gen}"));
+        }
+        st.branches.insert(name.clone(), (gen, false));
+        Ok(self.branch_datadir(name))
     }
     fn begin_baseline_from_branch(&self, gen: Generation, name: &BranchName) -> Result<PathBuf> {
         let mut st = self.check("begin_baseline_from_branch")?;

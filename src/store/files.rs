@@ -78,6 +78,16 @@ pub fn remove_tree(path: &Path) -> Result<()> {
     }
 }
 
+/// Removes the file at `path`; gone already is fine.
+pub fn remove_file(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

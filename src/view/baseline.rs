@@ -48,7 +48,11 @@ impl Human for BaselineList {
                             Some(d) if !d.is_empty() => d.join(", "),
                             _ => "-".into(),
                         },
-                        r.source.clone().unwrap_or_else(|| "-".into()),
+                        match (&r.source, &r.followed) {
+                            (Some(s), Some(cut)) => format!("{s} at {}", cut.gtid),
+                            (Some(s), None) => s.clone(),
+                            (None, _) => "-".into(),
+                        },
                     ]
                 })
                 .collect(),

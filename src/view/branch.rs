@@ -21,13 +21,22 @@ impl BranchReport {
         }
     }
 
+    /// Its generation, or `follower` for a follower (`baseline follow`), made from none.
+    fn baseline_text(&self) -> String {
+        if self.baseline == crate::branch::Generation::NONE {
+            "follower".into()
+        } else {
+            self.baseline.to_string()
+        }
+    }
+
     pub fn row(&self) -> Vec<String> {
         vec![
             self.name.to_string(),
             self.owner.clone(),
             self.state_text(),
             self.port.to_string(),
-            self.baseline.to_string(),
+            self.baseline_text(),
             short_time(Some(self.created)),
             short_time(Some(self.last_activity)),
             short_time(self.expires_at),
@@ -54,7 +63,7 @@ impl Human for BranchReport {
             self.state_text(),
             self.server.map_or("-".into(), |s| s.to_string()),
             self.profile,
-            self.baseline,
+            self.baseline_text(),
             self.created.to_rfc3339(),
             self.owner,
             self.labels

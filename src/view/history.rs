@@ -186,7 +186,9 @@ impl Tree {
             _ => false,
         };
         let mut gens: Vec<Generation> = generations.to_vec();
-        for r in records {
+        // A follower is no generation's branch (`Generation::NONE`), nor anyone's.
+        let branched = || records.iter().filter(|r| r.follows.is_none());
+        for r in branched() {
             if !gens.contains(&r.baseline) {
                 gens.push(r.baseline);
             }
@@ -199,8 +201,7 @@ impl Tree {
                     name: g.to_string(),
                     from_checkpoint: None,
                     checkpoints: Vec::new(),
-                    children: records
-                        .iter()
+                    children: branched()
                         .filter(|r| r.baseline == g && !parent_alive(r))
                         .map(|r| node(&r.name, None, records))
                         .collect(),

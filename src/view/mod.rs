@@ -6,6 +6,7 @@ pub mod bake;
 pub mod baseline;
 pub mod branch;
 pub mod doctor;
+pub mod follow;
 pub mod history;
 pub mod init;
 pub mod lifecycle;

@@ -11,6 +11,7 @@ mod cli;
 mod clients;
 mod fidelity;
 mod fleet;
+mod follow;
 mod generated;
 mod history;
 mod hostile;

@@ -183,6 +183,31 @@ pub fn exposition(m: &HostMetrics) -> Result<String> {
             age.max(0) as u64,
         );
     }
+    if let Some(f) = &m.follower {
+        let source = || labels(&[("source", &f.source)]);
+        family(
+            &mut r,
+            "db_branch_follower_replicating",
+            "1 while the follower's receiver and applier run without an error (baseline follow)",
+            &[(source(), u64::from(f.replicating))],
+        );
+        if let Some(lag) = f.lag_seconds {
+            family(
+                &mut r,
+                "db_branch_follower_lag_seconds",
+                "Seconds the follower's applier is behind its source",
+                &[(source(), lag)],
+            );
+        }
+        if let Some(age) = f.last_cut_age_seconds {
+            family(
+                &mut r,
+                "db_branch_follower_last_cut_age_seconds",
+                "Age of the newest generation cut from the follower",
+                &[(source(), age.max(0) as u64)],
+            );
+        }
+    }
     let latency = OrderedHistograms(
         m.operations
             .iter()

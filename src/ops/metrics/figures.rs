@@ -28,6 +28,23 @@ pub struct HostMetrics {
     pub operations: Vec<OperationLatency>,
     /// The last run of gc and stop-idle (those that ran).
     pub runs: Vec<JobRun>,
+    /// What is followed (`baseline follow`; None: nothing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follower: Option<FollowerFigures>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FollowerFigures {
+    /// The source, password left out.
+    pub source: String,
+    /// Both replication threads run without an error.
+    pub replicating: bool,
+    /// Seconds the applier is behind (None: not known, e.g. stopped).
+    pub lag_seconds: Option<u64>,
+    /// The follower's newest error, as its server words it.
+    pub last_error: Option<String>,
+    /// Age of the newest generation cut from it (None: none yet).
+    pub last_cut_age_seconds: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -9,7 +9,9 @@ mod figures;
 pub mod serve;
 
 pub use encode::exposition;
-pub use figures::{BranchCount, Bucket, HostMetrics, JobRun, OperationLatency, SlotCount};
+pub use figures::{
+    BranchCount, Bucket, FollowerFigures, HostMetrics, JobRun, OperationLatency, SlotCount,
+};
 
 use crate::host::Host;
 use crate::ops::branch::unit::launch;
@@ -109,6 +111,21 @@ pub fn gather(host: &Host) -> Result<HostMetrics> {
             acted: r.acted,
         })
         .collect();
+    m.follower = crate::ops::follow::status(host)?.map(|v| FollowerFigures {
+        source: v.following.source.clone(),
+        replicating: v.status.as_ref().is_some_and(|s| s.healthy()),
+        lag_seconds: v.status.as_ref().and_then(|s| s.lag_seconds),
+        last_error: v
+            .status
+            .as_ref()
+            .and_then(|s| s.last_error.clone())
+            .or(v.status_error),
+        last_cut_age_seconds: v
+            .following
+            .last_cut
+            .as_ref()
+            .map(|c| (host.clock.now() - c.at).num_seconds().max(0)),
+    });
     Ok(m)
 }
 

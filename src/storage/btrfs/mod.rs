@@ -606,6 +606,16 @@ impl Storage for BtrfsStorage {
         self.trash_usage(id)
     }
 
+    fn branch_from_workspace(&self, gen: Generation, name: &BranchName) -> Result<PathBuf> {
+        let ws = self.workspace(gen);
+        if !ws.is_dir() {
+            return Err(anyhow!("no unsealed workspace at {}", ws.display()));
+        }
+        let datadir = self.new_branch_from(&ws, name)?;
+        self.delete_subvolume_if_present(&ws)?;
+        Ok(datadir)
+    }
+
     fn begin_baseline_from_branch(&self, gen: Generation, name: &BranchName) -> Result<PathBuf> {
         let ws = self.workspace(gen);
         self.delete_subvolume_if_present(&ws)?;
