@@ -295,7 +295,17 @@ fn a_follower_cuts_masked_generations_at_the_positions_it_records_while_the_sour
         env.run_ok(&["delete", &name, "--yes"]);
     }
     eprintln!(
-        "follow: {sent} writes, cuts at {:?}, pauses {:?} s",
+        "follow: seeded in {:.2} s; {sent} writes; cuts took {:?} s, lag {:?} s",
+        followed["seconds"].as_f64().unwrap(),
+        cuts.iter()
+            .map(|c| c["seconds"].as_f64().unwrap())
+            .collect::<Vec<_>>(),
+        cuts.iter()
+            .map(|c| c["lag_seconds"].clone())
+            .collect::<Vec<_>>(),
+    );
+    eprintln!(
+        "follow: cuts at {:?}, pauses {:?} s",
         cuts.iter()
             .map(|c| seq_of(c["gtid"].as_str().unwrap()) - start)
             .collect::<Vec<_>>(),
