@@ -579,7 +579,7 @@ _db__branch() {
             return 0
             ;;
         db__subcmd__branch__subcmd__baseline__subcmd__follow)
-            opts="-p -y -q -h --name --mask-sql --no-mask --jobs --password-file --password --config --json --yes --quiet --host --help"
+            opts="-p -y -q -h --name --mask-sql --no-mask --every --jobs --password-file --password --config --json --yes --quiet --host --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -590,6 +590,10 @@ _db__branch() {
                     return 0
                     ;;
                 --mask-sql)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --every)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -235,6 +235,10 @@ pub struct BaselineFollowArgs {
     /// Cuts run no masking SQL: the source holds nothing to mask
     #[arg(long, conflicts_with = "mask_sql")]
     pub no_mask: bool,
+    /// Also cut on a timer this often, e.g. 6h (systemd; without it run `baseline cut`
+    /// from cron). Given again, only the schedule changes
+    #[arg(long, value_name = "DURATION")]
+    pub every: Option<crate::values::Duration>,
     /// Parallel readers of the seed's bake [default: the number of CPUs]
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,

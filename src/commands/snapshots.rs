@@ -249,7 +249,7 @@ fn baseline_commands() {
 fn follow_commands() {
     let mut sim = sim_host();
     let source = "mysql://repl:pw@127.0.0.1:3999";
-    let follow = format!("baseline follow {source} --no-mask");
+    let follow = format!("baseline follow {source} --no-mask --every 6h");
     both_with(&mut sim, "baseline-follow", &follow, |sim| {
         run(sim, true, "--yes baseline unfollow");
     });

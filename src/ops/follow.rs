@@ -41,6 +41,12 @@ pub struct Following {
     pub mask_sql: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_cut: Option<LastCut>,
+    /// `--every`: how often the timer cuts (None: by hand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<crate::values::Duration>,
+    /// The timer unit that runs the cuts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +65,8 @@ pub struct FollowOptions {
     /// `--no-mask`: cuts run no masking SQL.
     pub no_mask: bool,
     pub jobs: Option<usize>,
+    /// `--every`: cut on a timer this often.
+    pub every: Option<crate::values::Duration>,
 }
 
 /// What `baseline follow` reports.
@@ -123,6 +131,21 @@ pub fn follow(host: &Host, opts: &FollowOptions) -> Result<Followed> {
     if opts.jobs == Some(0) {
         return Err(usage("--jobs must be at least 1"));
     }
+    if let Some(every) = opts.every {
+        if every.0.as_secs() < 60 && !cfg!(feature = "testing") {
+            return Err(usage(format!(
+                "--every {every} is too often: a cut takes a snapshot and a server start; \
+                 give a minute or more"
+            )));
+        }
+        if every.0.is_zero() {
+            return Err(usage("--every must be longer than 0s"));
+        }
+        if host.services.kind() == "process" {
+            // The built-in supervisor has no timers: refused before anything is seeded.
+            host.services.schedule_cuts(Some(every.0))?;
+        }
+    }
     if host.config.backend == crate::config::Backend::Zfs {
         // A cut is a generation made from a running branch, which only btrfs builds here.
         return Err(Error::new(
@@ -143,6 +166,14 @@ pub fn follow(host: &Host, opts: &FollowOptions) -> Result<Followed> {
             )
             .hint("one source per host: `db-branch baseline unfollow` first")
             .into());
+        }
+        let mut existing = existing;
+        if opts.every.is_some() && opts.every != existing.every {
+            // Only the schedule changes: nothing is seeded again.
+            let _lock = host.baseline_lock()?;
+            existing.timer = host.services.schedule_cuts(opts.every.map(|d| d.0))?;
+            existing.every = opts.every;
+            save(host, &existing)?;
         }
         let record = crate::ops::branch::record::require(host, &existing.branch)?;
         let status = host.server.replica_status(&socket(host, &existing))?;
@@ -248,6 +279,12 @@ pub fn follow(host: &Host, opts: &FollowOptions) -> Result<Followed> {
             let _lock = host.branch_lock_for_host(&name)?;
             crate::ops::branch::discard::discard(host, &name)
         });
+        let timer = host.services.schedule_cuts(opts.every.map(|d| d.0))?;
+        if timer.is_some() {
+            undo.push("remove the cut timer", move || {
+                host.services.schedule_cuts(None).map(|_| ())
+            });
+        }
         let following = Following {
             branch: opts.name.clone(),
             source: shown.clone(),
@@ -258,6 +295,8 @@ pub fn follow(host: &Host, opts: &FollowOptions) -> Result<Followed> {
             seed_gtid: seed_gtid.clone(),
             mask_sql: opts.mask_sql.clone(),
             last_cut: None,
+            every: opts.every,
+            timer,
         };
         host.server.follow(
             &socket(host, &following),
@@ -463,6 +502,10 @@ fn broken(following: &Following, status: &ReplicaStatus) -> anyhow::Error {
 pub fn unfollow(host: &Host) -> Result<Following> {
     host.storage.open()?;
     let following = load(host)?.ok_or_else(nothing_followed)?;
+    if following.timer.is_some() {
+        // First, so no cut starts on a follower on its way out.
+        host.services.schedule_cuts(None)?;
+    }
     let _lock = host.branch_lock(&following.branch)?;
     crate::ops::branch::discard::discard(host, &following.branch)?;
     std::fs::remove_file(host.layout.follow_file())
@@ -484,7 +527,30 @@ mod tests {
             no_mask: mask.is_none(),
             mask_sql: mask,
             jobs: None,
+            every: None,
         }
+    }
+
+    #[test]
+    fn every_puts_cuts_on_a_timer_and_unfollow_takes_it_off() {
+        let sim = sim_host();
+        let mut o = opts(None);
+        o.every = Some("6h".parse().unwrap());
+        let f = follow(&sim.host, &o).unwrap();
+        assert_eq!(f.following.timer.as_deref(), Some("sim-cut.timer"));
+        let six_hours = std::time::Duration::from_secs(6 * 3600);
+        assert_eq!(sim.services.with_state(|s| s.cut_every), Some(six_hours));
+        // Again with another interval: only the schedule changes.
+        o.every = Some("1h".parse().unwrap());
+        let again = follow(&sim.host, &o).unwrap();
+        assert!(again.existed);
+        assert_eq!(
+            sim.services.with_state(|s| s.cut_every),
+            Some(std::time::Duration::from_secs(3600))
+        );
+        assert_eq!(load(&sim.host).unwrap().unwrap().every, o.every);
+        unfollow(&sim.host).unwrap();
+        assert_eq!(sim.services.with_state(|s| s.cut_every), None);
     }
 
     #[test]

@@ -77,6 +77,9 @@ pub trait ServiceManager: Send + Sync {
     fn install(&self) -> Result<()>;
     /// Enables and starts the stop-idle and gc timers; returns their names.
     fn enable_timers(&self) -> Result<Vec<String>>;
+    /// Runs `baseline cut` every `every` from a timer (`baseline follow --every`), or no
+    /// more (None); returns the timer's name while there is one.
+    fn schedule_cuts(&self, every: Option<std::time::Duration>) -> Result<Option<String>>;
     /// Starts the server; returns when the manager considers it started (systemd: the
     /// `Type=notify` job is done; process: spawned). Readiness is probed by the caller.
     fn start(&self, launch: &Launch) -> Result<()>;

@@ -171,6 +171,16 @@ impl ServiceManager for ProcessSupervisor {
         ))
     }
 
+    fn schedule_cuts(&self, every: Option<std::time::Duration>) -> Result<Option<String>> {
+        match every {
+            Some(_) => Err(crate::error::usage(
+                "--every needs systemd's timers, and systemd is not running here; run \
+                 `db-branch baseline cut` from cron instead (see docs/follow.md)",
+            )),
+            None => Ok(None),
+        }
+    }
+
     fn start(&self, launch: &Launch) -> Result<()> {
         if self.live_pid(launch).is_some() {
             return Ok(());

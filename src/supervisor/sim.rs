@@ -20,6 +20,8 @@ pub struct SimServiceState {
     pub fail_start: bool,
     /// `start_helper` calls, by arguments.
     pub helpers: Vec<Vec<String>>,
+    /// The interval `schedule_cuts` set (None: no timer).
+    pub cut_every: Option<std::time::Duration>,
 }
 
 impl SimServices {
@@ -37,6 +39,10 @@ impl ServiceManager for SimServices {
     }
     fn enable_timers(&self) -> Result<Vec<String>> {
         Ok(vec!["sim.timer".into()])
+    }
+    fn schedule_cuts(&self, every: Option<std::time::Duration>) -> Result<Option<String>> {
+        self.with_state(|s| s.cut_every = every);
+        Ok(every.map(|_| "sim-cut.timer".into()))
     }
     fn start(&self, launch: &Launch) -> Result<()> {
         let mut st = self.state.lock().unwrap();

@@ -12,8 +12,9 @@ use zbus::proxy::CacheProperties;
 use zbus_systemd::systemd1::{ManagerProxy, ServiceProxy, UnitProxy};
 
 pub const UNIT_TEMPLATE: &str = include_str!("../../units/mysqld@.service");
-/// The timers, their services, and the metrics endpoint's service (installed, not enabled).
-const TIMER_UNITS: [(&str, &str); 5] = [
+/// The timers, their services, and the metrics endpoint's service and the follower's cut
+/// service (installed, not enabled: `baseline follow --every` writes the cut's timer).
+const TIMER_UNITS: [(&str, &str); 6] = [
     (
         "stop-idle.service",
         include_str!("../../units/db-branch-stop-idle.service"),
@@ -31,7 +32,33 @@ const TIMER_UNITS: [(&str, &str); 5] = [
         "metrics.service",
         include_str!("../../units/db-branch-metrics.service"),
     ),
+    (
+        "cut.service",
+        include_str!("../../units/db-branch-cut.service"),
+    ),
 ];
+
+/// The timer that runs the cut service every `every` (`baseline follow --every`): first
+/// one `every` after it starts, then `every` after each run began.
+pub fn cut_timer(every: std::time::Duration) -> String {
+    let secs = every.as_secs().max(1);
+    format!(
+        "# db-branch: run `baseline cut` every {shown}, written by `baseline follow --every`;\n\
+         # `baseline unfollow` removes it.\n\
+         [Unit]\n\
+         Description=db-branch: cut a generation from the follower every {shown}\n\
+         Documentation=man:db-branch-baseline-cut(1)\n\
+         \n\
+         [Timer]\n\
+         OnActiveSec={secs}s\n\
+         OnUnitActiveSec={secs}s\n\
+         AccuracySec=1s\n\
+         \n\
+         [Install]\n\
+         WantedBy=timers.target\n",
+        shown = crate::values::Duration(every),
+    )
+}
 pub struct Systemd {
     unit_dir: PathBuf,
     prefix: String,
@@ -391,6 +418,55 @@ impl ServiceManager for Systemd {
             })?;
         }
         Ok(timers)
+    }
+
+    fn schedule_cuts(&self, every: Option<std::time::Duration>) -> Result<Option<String>> {
+        let (service, text) = self
+            .units
+            .iter()
+            .find(|(f, _)| f.ends_with("-cut.service"))
+            .cloned()
+            .expect("render_units renders the cut service");
+        let timer = service.replace(".service", ".timer");
+        let path = self.unit_dir.join(&timer);
+        let mgr = self.manager()?;
+        let runtime = self.unit_dir.starts_with("/run");
+        match every {
+            Some(every) => {
+                fs::create_dir_all(&self.unit_dir)
+                    .with_context(|| format!("creating {}", self.unit_dir.display()))?;
+                for (file, body) in [(&service, text), (&timer, cut_timer(every))] {
+                    let at = self.unit_dir.join(file);
+                    let tmp = self.unit_dir.join(format!(".{file}.tmp"));
+                    fs::write(&tmp, body).with_context(|| format!("writing {}", tmp.display()))?;
+                    fs::rename(&tmp, &at)
+                        .with_context(|| format!("installing {}", at.display()))?;
+                }
+                zbus::block_on(mgr.reload()).context("systemd daemon-reload over D-Bus")?;
+                zbus::block_on(mgr.enable_unit_files(vec![timer.clone()], runtime, true))
+                    .with_context(|| format!("enabling {timer} over D-Bus"))?;
+                // A restart, so a changed interval counts from now.
+                let unit = timer.clone();
+                self.run_job(&timer, "start", Duration::from_secs(60), async move |m| {
+                    m.restart_unit(unit, "replace".into()).await
+                })?;
+                Ok(Some(timer))
+            }
+            None => {
+                if !path.exists() {
+                    return Ok(None);
+                }
+                let unit = timer.clone();
+                self.run_job(&timer, "stop", Duration::from_secs(60), async move |m| {
+                    m.stop_unit(unit, "replace".into()).await
+                })?;
+                zbus::block_on(mgr.disable_unit_files(vec![timer.clone()], runtime))
+                    .with_context(|| format!("disabling {timer} over D-Bus"))?;
+                fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+                zbus::block_on(mgr.reload()).context("systemd daemon-reload over D-Bus")?;
+                Ok(None)
+            }
+        }
     }
 
     fn start(&self, launch: &Launch) -> Result<()> {

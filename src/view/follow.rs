@@ -53,6 +53,13 @@ fn following_rows(f: &Following) -> Vec<Vec<String>> {
                 .map_or("none (--no-mask)".into(), |m| m.display().to_string()),
         ],
     ];
+    rows.push(vec![
+        "cuts".into(),
+        match (&f.every, &f.timer) {
+            (Some(every), Some(timer)) => format!("every {every} ({timer})"),
+            _ => "by hand (`db-branch baseline cut`)".into(),
+        },
+    ]);
     if let Some(c) = &f.last_cut {
         rows.push(vec![
             "last cut".into(),

@@ -350,3 +350,46 @@ fn a_follower_cuts_masked_generations_at_the_positions_it_records_while_the_sour
     env.run_ok(&["baseline", "unfollow", "--yes"]);
     assert_eq!(follower(&env), Value::Null);
 }
+
+#[test]
+#[ignore = "needs root, btrfs and a server; run by scripts/test"]
+fn every_cuts_on_a_systemd_timer_and_unfollow_removes_it() {
+    let src = source_env();
+    let source = src.json(&["create", "source"])["port"].as_u64().unwrap() as u16;
+    sql(source, "INSERT INTO f.w VALUES (1, 1)");
+    let env = TestEnv::new("", "");
+    env.run_ok(&["init"]);
+    let url = source_url(source);
+    if env.service != "systemd" {
+        // The built-in supervisor has no timers: refused before anything is seeded.
+        let out = env.run(&["baseline", "follow", &url, "--no-mask", "--every", "6h"]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("cron"));
+        assert_eq!(follower(&env), Value::Null);
+        assert_eq!(env.json(&["list"]), serde_json::json!([]));
+        return;
+    }
+    let followed = env.json(&["baseline", "follow", &url, "--no-mask", "--every", "3s"]);
+    let timer = followed["following"]["timer"].as_str().unwrap().to_string();
+    assert_eq!(followed["following"]["every"], "3s");
+    let systemctl = |args: &[&str]| {
+        let out = Command::new("systemctl")
+            .args(args)
+            .output()
+            .expect("systemctl");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(systemctl(&["is-active", &timer]), "active");
+    // Two cuts by the timer, one after the other.
+    wait_for("two generations cut by the timer", || {
+        env.json(&["baseline", "list"]).as_array().unwrap().len() >= 2
+    });
+    let listed = env.json(&["baseline", "list"]);
+    for g in listed.as_array().unwrap() {
+        assert_eq!(g["followed"]["source"], followed["following"]["source"]);
+    }
+    env.run_ok(&["baseline", "unfollow", "--yes"]);
+    assert_ne!(systemctl(&["is-active", &timer]), "active");
+    let unit_dir = std::path::Path::new("/run/systemd/system");
+    assert!(!unit_dir.join(&timer).exists(), "{timer} is removed");
+}

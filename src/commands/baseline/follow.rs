@@ -21,6 +21,7 @@ pub fn follow(host: &Host, args: &BaselineFollowArgs) -> Result<()> {
         mask_sql: args.mask_sql.clone(),
         no_mask: args.no_mask,
         jobs: args.jobs,
+        every: args.every,
     };
     let followed = follow::follow(host, &opts)?;
     if followed.existed {
