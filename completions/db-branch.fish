@@ -137,7 +137,7 @@ complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -s q -l quiet -d 'Print only errors and requested data'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from send" -s h -l help -d 'Print help'
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from follow" -l name -d 'The follower\'s branch name' -r
-complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from follow" -l mask-sql -d 'SQL every cut runs on its copy before sealing it: the place for PII masking' -r -F
+complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from follow" -l mask-sql -d 'SQL every cut runs on its copy before sealing it: the place for PII masking. Read now and kept (cuts run what it held then); given again, the new text is kept' -r -F
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from follow" -l every -d 'Also cut on a timer this often, e.g. 6h (systemd; without it run `baseline cut` from cron). Given again, only the schedule changes' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from follow" -l jobs -d 'Parallel readers of the seed\'s bake [default: the number of CPUs]' -r
 complete -c db-branch -n "__fish_db_branch_using_subcommand baseline; and __fish_seen_subcommand_from follow" -l password-file -d 'Read the source\'s password from this file (its first line) instead of the URL; `MYSQL_PWD` works too' -r -F

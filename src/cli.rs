@@ -229,7 +229,8 @@ pub struct BaselineFollowArgs {
     /// The follower's branch name
     #[arg(long, default_value = "follower", value_name = "NAME")]
     pub name: BranchName,
-    /// SQL every cut runs on its copy before sealing it: the place for PII masking
+    /// SQL every cut runs on its copy before sealing it: the place for PII masking. Read
+    /// now and kept (cuts run what it held then); given again, the new text is kept
     #[arg(long, value_name = "FILE")]
     pub mask_sql: Option<PathBuf>,
     /// Cuts run no masking SQL: the source holds nothing to mask

@@ -131,6 +131,12 @@ impl Layout {
     pub fn follow_file(&self) -> PathBuf {
         self.root.join("follow.json")
     }
+    /// The follower's masking SQL as `baseline follow --mask-sql` read it: what cuts run
+    /// (a copy, so a file in a directory others can write cannot be swapped under a timer
+    /// that runs as root).
+    pub fn follow_mask_file(&self) -> PathBuf {
+        self.root.join("follow-mask.sql")
+    }
     /// Scratch space for the one-off servers that prepare baselines.
     pub fn work_dir(&self) -> PathBuf {
         self.root.join("work")

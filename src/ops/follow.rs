@@ -37,7 +37,8 @@ pub struct Following {
     pub seed_path: String,
     /// The GTIDs the seed held.
     pub seed_gtid: String,
-    /// Masking SQL every cut runs (None: `--no-mask`, the source holds nothing to mask).
+    /// Where the masking SQL came from (None: `--no-mask`, the source holds nothing to
+    /// mask). Cuts run the copy taken then (`Layout::follow_mask_file`).
     pub mask_sql: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_cut: Option<LastCut>,
@@ -87,6 +88,12 @@ fn load(host: &Host) -> Result<Option<Following>> {
 fn save(host: &Host, following: &Following) -> Result<()> {
     let bytes = serde_json::to_vec_pretty(following)?;
     files::write_atomic(&host.layout.follow_file(), &bytes, 0o600)
+}
+
+/// Keeps the masking SQL cuts will run: read now, as whoever asked could read it.
+fn keep_mask(host: &Host, mask: &std::path::Path) -> Result<()> {
+    let sql = std::fs::read(mask).with_context(|| format!("reading {}", mask.display()))?;
+    files::write_atomic(&host.layout.follow_mask_file(), &sql, 0o600)
 }
 
 fn nothing_followed() -> anyhow::Error {
@@ -168,6 +175,15 @@ pub fn follow(host: &Host, opts: &FollowOptions) -> Result<Followed> {
             .into());
         }
         let mut existing = existing;
+        if let Some(mask) = &opts.mask_sql {
+            // New masking for the cuts to come; nothing is seeded again.
+            let _lock = host.baseline_lock()?;
+            keep_mask(host, mask)?;
+            if existing.mask_sql.as_ref() != Some(mask) {
+                existing.mask_sql = Some(mask.clone());
+                save(host, &existing)?;
+            }
+        }
         if opts.every.is_some() && opts.every != existing.every {
             // Only the schedule changes: nothing is seeded again.
             let _lock = host.baseline_lock()?;
@@ -283,6 +299,12 @@ pub fn follow(host: &Host, opts: &FollowOptions) -> Result<Followed> {
         if timer.is_some() {
             undo.push("remove the cut timer", move || {
                 host.services.schedule_cuts(None).map(|_| ())
+            });
+        }
+        if let Some(mask) = &opts.mask_sql {
+            keep_mask(host, mask)?;
+            undo.push("remove the kept masking SQL", move || {
+                files::remove_file(&host.layout.follow_mask_file())
             });
         }
         let following = Following {
@@ -403,7 +425,12 @@ pub fn cut(host: &Host, opts: &CutOptions) -> Result<CutDone> {
     let started = Instant::now();
     host.storage.open()?;
     let mut following = load(host)?.ok_or_else(nothing_followed)?;
-    let mask = opts.mask_sql.clone().or_else(|| following.mask_sql.clone());
+    let mask = opts.mask_sql.clone().or_else(|| {
+        following
+            .mask_sql
+            .as_ref()
+            .map(|_| host.layout.follow_mask_file())
+    });
     if let Some(m) = &mask {
         if !m.is_file() {
             return Err(crate::error::not_found(format!(
@@ -413,6 +440,24 @@ pub fn cut(host: &Host, opts: &CutOptions) -> Result<CutDone> {
         }
     }
     let name = following.branch.clone();
+    let state = host
+        .services
+        .state(&crate::ops::branch::unit::launch(host, &name))?;
+    if !state.is_up() {
+        // After a reboot, say: its unit is not started with the host.
+        return Err(Error::new(
+            Kind::Failed,
+            format!(
+                "follower {name} is {state}, so it is not replicating {}; no generation was made",
+                following.source
+            ),
+        )
+        .hint(format!(
+            "start it with `db-branch start {name}`: it resumes from the position it had \
+             applied, then cut again"
+        ))
+        .into());
+    }
     let sock = socket(host, &following);
     let progress = host.printer.progress().labelled("cut");
     let (generation, cut) =
@@ -508,8 +553,8 @@ pub fn unfollow(host: &Host) -> Result<Following> {
     }
     let _lock = host.branch_lock(&following.branch)?;
     crate::ops::branch::discard::discard(host, &following.branch)?;
-    std::fs::remove_file(host.layout.follow_file())
-        .with_context(|| format!("removing {}", host.layout.follow_file().display()))?;
+    files::remove_file(&host.layout.follow_mask_file())?;
+    files::remove_file(&host.layout.follow_file())?;
     Ok(following)
 }
 
@@ -529,6 +574,36 @@ mod tests {
             jobs: None,
             every: None,
         }
+    }
+
+    #[test]
+    fn cuts_run_the_masking_sql_as_it_was_when_given() {
+        let sim = sim_host();
+        let dir = tempfile::tempdir().unwrap();
+        let mask = dir.path().join("mask.sql");
+        std::fs::write(&mask, "UPDATE t SET email = 'x';").unwrap();
+        follow(&sim.host, &opts(Some(mask.clone()))).unwrap();
+        let kept = sim.host.layout.follow_mask_file();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        // Swapped under the follower: the cuts still run what was given.
+        std::fs::write(&mask, "DROP DATABASE mysql;").unwrap();
+        cut(&sim.host, &CutOptions::default()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&kept).unwrap(),
+            "UPDATE t SET email = 'x';"
+        );
+        // Given again: the new text is kept.
+        follow(&sim.host, &opts(Some(mask.clone()))).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&kept).unwrap(),
+            "DROP DATABASE mysql;"
+        );
+        unfollow(&sim.host).unwrap();
+        assert!(!kept.exists());
     }
 
     #[test]
@@ -627,6 +702,20 @@ mod tests {
             .into_iter()
             .find(|c| c.name == "follower")
             .expect("doctor shows the follower")
+    }
+
+    #[test]
+    fn a_stopped_follower_makes_no_generation_and_says_how_to_start_it() {
+        let sim = sim_host();
+        follow(&sim.host, &opts(None)).unwrap();
+        sim.services.with_state(|s| {
+            s.units
+                .insert(name("follower"), crate::supervisor::ServiceState::Stopped)
+        });
+        let e = cut(&sim.host, &CutOptions::default()).unwrap_err();
+        let text = crate::report::chain_text(&e);
+        assert!(text.contains("no generation was made"), "{text}");
+        assert_eq!(sim.storage.baselines().unwrap(), vec![Generation(1)]);
     }
 
     #[test]
