@@ -3,6 +3,7 @@
 //! changing it. Every writer statement is its own transaction and is determined by its
 //! number, so the data a generation must hold follows from the GTID position it records.
 
+use crate::bake::files_containing;
 use db_branch::testkit::{server, source_url, sql, wait_for, TestEnv};
 use serde_json::Value;
 use std::io::Write;
@@ -194,6 +195,17 @@ fn a_follower_cuts_masked_generations_at_the_positions_it_records_while_the_sour
             db_branch::testkit::seq(PEOPLE_AT_START)
         ),
     );
+    // The follower connects as an account with only the grants docs/follow.md lists, and
+    // a password nothing else contains.
+    let canary = format!("Repl{}x{}", std::process::id(), source);
+    sql(
+        source,
+        &format!(
+            "CREATE USER 'repl'@'127.0.0.1' IDENTIFIED BY '{canary}'; \
+             GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT, RELOAD, LOCK TABLES, \
+             SHOW VIEW ON *.* TO 'repl'@'127.0.0.1'"
+        ),
+    );
     let start = seq_of(&source_position(source));
     let mut writer = Writer::start(source);
 
@@ -205,7 +217,7 @@ fn a_follower_cuts_masked_generations_at_the_positions_it_records_while_the_sour
         "UPDATE f.people SET email = CONCAT('user', id, '@example.invalid');",
     )
     .unwrap();
-    let url = source_url(source);
+    let url = format!("mysql://repl:{canary}@127.0.0.1:{source}");
     let followed = env.json(&[
         "baseline",
         "follow",
@@ -215,9 +227,7 @@ fn a_follower_cuts_masked_generations_at_the_positions_it_records_while_the_sour
     ]);
     assert_eq!(followed["existed"], false, "{followed}");
     assert!(
-        !followed
-            .to_string()
-            .contains(&db_branch::testkit::password(source)),
+        !followed.to_string().contains(&canary),
         "the source's password is not shown"
     );
     // Idempotent: the same source again seeds nothing.
@@ -313,6 +323,16 @@ fn a_follower_cuts_masked_generations_at_the_positions_it_records_while_the_sour
             .map(|c| c["pause_seconds"].as_f64().unwrap())
             .collect::<Vec<_>>()
     );
+
+    // The password the follower replicates with stays in the follower: no generation cut
+    // from it holds it (nor its relay logs), nor db-branch's own files.
+    let leaked = files_containing(&env.pool().join("baselines"), canary.as_bytes());
+    assert!(
+        leaked.is_empty(),
+        "generations hold the source's password: {leaked:?}"
+    );
+    let state = std::fs::read_to_string(env.root.join("follow.json")).unwrap();
+    assert!(!state.contains(&canary), "{state}");
 
     // The source gone: the follower says so, and a cut makes nothing.
     let pid = src

@@ -327,7 +327,7 @@ fn mysql_clone_path_copies_the_whole_instance() {
 }
 
 /// Every file under `dir` (recursively, as bytes) that contains `needle`.
-fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+pub(crate) fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
     let mut hits = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
