@@ -137,6 +137,11 @@ impl Layout {
     pub fn follow_mask_file(&self) -> PathBuf {
         self.root.join("follow-mask.sql")
     }
+    /// How the follower logs in to its source (host, port, user, password; 0600): outside
+    /// every datadir, given to the server only to start replicating.
+    pub fn follow_secret_file(&self) -> PathBuf {
+        self.root.join("follow-secret.json")
+    }
     /// Scratch space for the one-off servers that prepare baselines.
     pub fn work_dir(&self) -> PathBuf {
         self.root.join("work")

@@ -89,9 +89,11 @@ pub fn applied_position_query(family: Family) -> &'static str {
 }
 
 /// The statements that make a follower replicate from `source`, after `source.position`,
-/// and start it. The password lives where the server keeps replication credentials
-/// (MariaDB: master.info; MySQL: mysql.slave_master_info), inside the follower's datadir;
-/// `forget_sql` removes it before any generation is sealed.
+/// and start it. MariaDB keeps the password in master.info, a file of the follower's
+/// datadir that `forget_sql` deletes before any generation is sealed. MySQL would keep it
+/// in a row of mysql.slave_master_info, an InnoDB table, whose deleted bytes outlive the
+/// row in pages, the doublewrite file and the redo log of every copy: it is never given
+/// there, only to `START REPLICA` (`start_sql`), which does not store it.
 pub fn follow_sql(source: &ReplicaSource) -> Vec<String> {
     let host = sql_string(&source.host);
     let user = sql_string(&source.user);
@@ -119,11 +121,24 @@ pub fn follow_sql(source: &ReplicaSource) -> Vec<String> {
             // GET_SOURCE_PUBLIC_KEY: caching_sha2_password over a connection without TLS.
             format!(
                 "CHANGE REPLICATION SOURCE TO SOURCE_HOST = {host}, SOURCE_PORT = {port}, \
-                 SOURCE_USER = {user}, SOURCE_PASSWORD = {password}, \
-                 SOURCE_AUTO_POSITION = 1, GET_SOURCE_PUBLIC_KEY = 1, SOURCE_CONNECT_RETRY = 5"
+                 SOURCE_USER = {user}, SOURCE_AUTO_POSITION = 1, GET_SOURCE_PUBLIC_KEY = 1, \
+                 SOURCE_CONNECT_RETRY = 5"
             ),
-            "START REPLICA".into(),
+            start_sql(source),
         ],
+    }
+}
+
+/// Starts a follower's replication (again: after its server started). MySQL's carries the
+/// password, which it does not store (`follow_sql`).
+pub fn start_sql(source: &ReplicaSource) -> String {
+    match source.family {
+        Family::Mariadb => "START SLAVE".into(),
+        Family::Mysql => format!(
+            "START REPLICA USER = {} PASSWORD = {}",
+            sql_string(&source.user),
+            sql_string(&source.password)
+        ),
     }
 }
 
@@ -195,7 +210,8 @@ pub fn follower_options(family: Family, server_id: u32) -> Vec<String> {
     match family {
         Family::Mariadb => lines.push("skip-slave-start=0".into()),
         Family::Mysql => {
-            lines.push("skip-replica-start=OFF".into());
+            // No skip-replica-start=OFF: without its password (never stored) a receiver
+            // started by the server itself could not log in; db-branch starts it.
             lines.push("gtid-mode=ON".into());
             lines.push("enforce-gtid-consistency=ON".into());
         }
@@ -251,6 +267,12 @@ mod tests {
         );
         assert!(mysql.contains("SOURCE_AUTO_POSITION = 1"), "{mysql}");
         assert!(!mysql.contains("MASTER"), "{mysql}");
+        // The password only in START REPLICA, which stores none of it.
+        let with_password: Vec<&str> = mysql.lines().filter(|l| l.contains("it''s")).collect();
+        assert_eq!(
+            with_password,
+            ["START REPLICA USER = 'repl' PASSWORD = 'it''s'"]
+        );
     }
 
     #[test]
@@ -260,9 +282,10 @@ mod tests {
             m.contains("skip-slave-start=0") && m.contains("server-id=7"),
             "{m}"
         );
+        // MySQL's is started by db-branch, which alone has its password.
         let y = follower_options(Family::Mysql, 7).join("\n");
         assert!(
-            y.contains("skip-replica-start=OFF") && y.contains("gtid-mode=ON"),
+            !y.contains("skip-replica-start") && y.contains("gtid-mode=ON"),
             "{y}"
         );
     }

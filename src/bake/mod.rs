@@ -147,6 +147,17 @@ pub fn bake(
     check_cancel(req.cancel)?;
     phases.start("start server", 0);
     let target = start_target(server, req, origin, progress)?;
+    if req.for_follower && summary.path == Via::Clone.to_string() {
+        // A clone carries the donor's GTIDs in its mysql.gtid_executed table (InnoDB
+        // writes them at commit): what this copy holds, read from the copy itself.
+        let held: Option<String> = target
+            .conn()?
+            .query_first("SELECT @@GLOBAL.gtid_executed")
+            .context("reading the GTIDs the clone holds")?;
+        if let Some(g) = held.filter(|g| !g.trim().is_empty()) {
+            summary.source_gtid = Some(g);
+        }
+    }
     target.run_statements(&server.client_account_sql(&flavour))?;
     match (&req.source, live) {
         (BakeSource::Datadir(_), _) => {}
@@ -204,15 +215,23 @@ fn look_at_source(
     let mut source = connect_source(url)?;
     let listing = copy::list_tables(&mut source, &req.databases);
     let (path, reason) = if req.for_follower && via.is_none() {
-        // CLONE's moment is its own: the seed must be taken at a GTID position it reads.
-        match tablespace::reachable(&mut source, listing_or_err(&listing)?, flavour) {
-            Ok(_) => (Via::Tablespace, None),
-            Err(why) => (Via::Logical, Some(format!("not by tablespace: {why}"))),
+        // A follower's seed is the whole instance where CLONE applies (it reports the
+        // GTIDs of its copy), else the tablespace path, else the logical one; each reads
+        // its GTID position at its consistent moment.
+        match clone::unusable(&mut source, flavour)? {
+            None => (Via::Clone, None),
+            Some(no_clone) => {
+                match tablespace::reachable(&mut source, listing_or_err(&listing)?, flavour) {
+                    Ok(_) => (Via::Tablespace, Some(format!("not by clone: {no_clone}"))),
+                    Err(why) => (
+                        Via::Logical,
+                        Some(format!(
+                            "not by clone: {no_clone}; not by tablespace: {why}"
+                        )),
+                    ),
+                }
+            }
         }
-    } else if req.for_follower && *via == Some(Via::Clone) {
-        return Err(usage(
-            "a follower cannot be seeded --via clone: CLONE does not report the GTID position of its copy; use --via tablespace or --via logical",
-        ));
     } else {
         choose_path(&mut source, flavour, *via, &listing)?
     };
@@ -249,7 +268,7 @@ fn fill_workspace(
     }
     if let Some(live) = live.filter(|l| l.path == Via::Clone) {
         phases.start("clone instance", 0);
-        clone::clone_into(
+        let gtid = clone::clone_into(
             binary,
             binary.flavour()?,
             &live.url,
@@ -257,6 +276,9 @@ fn fill_workspace(
             req.work,
             phases.progress,
         )?;
+        if req.for_follower {
+            summary.source_gtid = gtid;
+        }
         return Ok(Origin::Foreign);
     }
     phases.start("initialise", 0);

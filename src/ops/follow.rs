@@ -90,6 +90,53 @@ fn save(host: &Host, following: &Following) -> Result<()> {
     files::write_atomic(&host.layout.follow_file(), &bytes, 0o600)
 }
 
+/// How the follower logs in to its source: kept by db-branch (`Layout::follow_secret_file`)
+/// and given to the server only to start replicating (MySQL stores no password of it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Login {
+    host: String,
+    port: u16,
+    user: String,
+    password: String,
+}
+
+fn replica_source(host: &Host, following: &Following) -> Result<ReplicaSource> {
+    let path = host.layout.follow_secret_file();
+    let login: Login = files::read_json(&path, "the follower's login")?.ok_or_else(|| {
+        Error::new(
+            Kind::Failed,
+            format!(
+                "{} is missing: the follower's login to its source",
+                path.display()
+            ),
+        )
+        .hint("`db-branch baseline unfollow`, then `baseline follow` again")
+    })?;
+    Ok(ReplicaSource {
+        family: following.family,
+        host: login.host,
+        port: login.port,
+        user: login.user,
+        password: login.password,
+        position: following.seed_gtid.clone(),
+    })
+}
+
+/// After the server of `record` started: a follower's replication starts again, with the
+/// login db-branch keeps (a no-op for any other branch).
+pub fn after_start(host: &Host, record: &crate::branch::BranchRecord) -> Result<()> {
+    if record.follows.is_none() {
+        return Ok(());
+    }
+    let Some(following) = load(host)?.filter(|f| f.branch == record.name) else {
+        return Ok(());
+    };
+    let source = replica_source(host, &following)?;
+    host.server
+        .start_replication(&socket(host, &following), &source)
+        .with_context(|| format!("follower {} started, but not its replication", record.name))
+}
+
 /// Keeps the masking SQL cuts will run: read now, as whoever asked could read it.
 fn keep_mask(host: &Host, mask: &std::path::Path) -> Result<()> {
     let sql = std::fs::read(mask).with_context(|| format!("reading {}", mask.display()))?;
@@ -320,14 +367,28 @@ pub fn follow(host: &Host, opts: &FollowOptions) -> Result<Followed> {
             every: opts.every,
             timer,
         };
+        let login = Login {
+            host: source_host,
+            port: source_port,
+            user,
+            password,
+        };
+        files::write_atomic(
+            &host.layout.follow_secret_file(),
+            &serde_json::to_vec(&login)?,
+            0o600,
+        )?;
+        undo.push("remove the follower's login", move || {
+            files::remove_file(&host.layout.follow_secret_file())
+        });
         host.server.follow(
             &socket(host, &following),
             &ReplicaSource {
                 family: ours.family,
-                host: source_host,
-                port: source_port,
-                user,
-                password,
+                host: login.host,
+                port: login.port,
+                user: login.user,
+                password: login.password,
                 position: seed_gtid,
             },
         )?;
@@ -554,6 +615,7 @@ pub fn unfollow(host: &Host) -> Result<Following> {
     let _lock = host.branch_lock(&following.branch)?;
     crate::ops::branch::discard::discard(host, &following.branch)?;
     files::remove_file(&host.layout.follow_mask_file())?;
+    files::remove_file(&host.layout.follow_secret_file())?;
     files::remove_file(&host.layout.follow_file())?;
     Ok(following)
 }
@@ -702,6 +764,32 @@ mod tests {
             .into_iter()
             .find(|c| c.name == "follower")
             .expect("doctor shows the follower")
+    }
+
+    #[test]
+    fn a_started_follower_replicates_again_with_the_login_kept_outside_its_datadir() {
+        let sim = sim_host();
+        follow(&sim.host, &opts(None)).unwrap();
+        let secret = sim.host.layout.follow_secret_file();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert!(std::fs::read_to_string(&secret).unwrap().contains("\"pw\""));
+        crate::ops::power::stop(&sim.host, &name("follower")).unwrap();
+        let sock = sim.host.layout.socket(&name("follower"));
+        sim.server
+            .replicas
+            .lock()
+            .unwrap()
+            .get_mut(&sock)
+            .unwrap()
+            .receiving = false;
+        crate::ops::power::start(&sim.host, &name("follower")).unwrap();
+        assert!(sim.server.replica_status(&sock).unwrap().receiving);
+        unfollow(&sim.host).unwrap();
+        assert!(!secret.exists());
     }
 
     #[test]

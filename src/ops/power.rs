@@ -38,6 +38,7 @@ pub fn start(host: &Host, name: &BranchName) -> Result<(Started, BranchRecord)> 
     let _reservation = admit(host, &record, 0)?;
     launch::start_and_wait(host, &mut record)?;
     records::save(&host.layout, &record)?;
+    crate::ops::follow::after_start(host, &record)?;
     Ok((Started::Started, record))
 }
 

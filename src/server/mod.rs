@@ -192,6 +192,13 @@ pub trait Server: Send + Sync {
     fn flush_logs(&self, socket: &Path) -> Result<()>;
     /// Points the server behind `socket` at `source` and starts replicating (a follower).
     fn follow(&self, socket: &Path, source: &crate::replication::ReplicaSource) -> Result<()>;
+    /// Starts a follower's replication again (after its server started): a no-op where it
+    /// runs.
+    fn start_replication(
+        &self,
+        socket: &Path,
+        source: &crate::replication::ReplicaSource,
+    ) -> Result<()>;
     /// What a follower's replication threads say.
     fn replica_status(&self, socket: &Path) -> Result<crate::replication::ReplicaStatus>;
     /// Stops a follower's applier (its receiver keeps fetching) and returns the GTIDs it

@@ -287,6 +287,17 @@ impl Server for RealServer {
         Ok(())
     }
 
+    fn start_replication(
+        &self,
+        socket: &Path,
+        source: &crate::replication::ReplicaSource,
+    ) -> Result<()> {
+        // The statement holds the password: the error says which one failed, not its text.
+        conn::admin(socket)?
+            .query_drop(crate::replication::start_sql(source))
+            .context("starting the follower's replication (START REPLICA)")
+    }
+
     fn replica_status(&self, socket: &Path) -> Result<crate::replication::ReplicaStatus> {
         let family = self.binary.flavour()?.family;
         let mut c = conn::admin(socket)?;

@@ -238,6 +238,19 @@ impl Server for SimServer {
         );
         Ok(())
     }
+    fn start_replication(
+        &self,
+        socket: &Path,
+        _source: &crate::replication::ReplicaSource,
+    ) -> Result<()> {
+        let mut replicas = self.replicas.lock().unwrap();
+        let r = replicas
+            .get_mut(socket)
+            .ok_or_else(|| anyhow!("no replication on {}", socket.display()))?;
+        r.receiving = true;
+        r.applying = true;
+        Ok(())
+    }
     fn replica_status(&self, socket: &Path) -> Result<crate::replication::ReplicaStatus> {
         self.replicas
             .lock()

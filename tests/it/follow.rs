@@ -185,6 +185,25 @@ fn wait_replicating(env: &TestEnv, what: &str) {
 #[test]
 #[ignore = "needs root, btrfs and a server; run by scripts/test"]
 fn a_follower_cuts_masked_generations_at_the_positions_it_records_while_the_source_writes() {
+    follow_while_writing(false);
+}
+
+#[test]
+#[ignore = "needs root, btrfs and MySQL; run by scripts/test on the MySQL tier"]
+fn a_mysql_follower_seeded_by_clone_does_the_same() {
+    // CLONE is MySQL's: scripts/test runs this on the MySQL tier only (`--skip` elsewhere),
+    // so it never passes without having checked anything.
+    assert!(
+        server().mysql,
+        "this test is of MySQL's CLONE: run it with DB_BRANCH_TEST_SERVER=mysql-9.7"
+    );
+    follow_while_writing(true);
+}
+
+/// Follows a source while a writer changes it, cuts, restarts the follower, cuts, checks
+/// every generation against the writer's statements up to its GTID position, then kills
+/// the source. `clone`: the source has the clone plugin, so the seed is a CLONE.
+fn follow_while_writing(clone: bool) {
     let src = source_env();
     let source = src.json(&["create", "source"])["port"].as_u64().unwrap() as u16;
     // People whose ids are below the writer's (which start at 1): -999..-980.
@@ -206,6 +225,13 @@ fn a_follower_cuts_masked_generations_at_the_positions_it_records_while_the_sour
              SHOW VIEW ON *.* TO 'repl'@'127.0.0.1'"
         ),
     );
+    if clone {
+        sql(
+            source,
+            "INSTALL PLUGIN clone SONAME 'mysql_clone.so'; \
+             GRANT BACKUP_ADMIN ON *.* TO 'repl'@'127.0.0.1'",
+        );
+    }
     let start = seq_of(&source_position(source));
     let mut writer = Writer::start(source);
 
@@ -226,6 +252,12 @@ fn a_follower_cuts_masked_generations_at_the_positions_it_records_while_the_sour
         mask.to_str().unwrap(),
     ]);
     assert_eq!(followed["existed"], false, "{followed}");
+    let seeded_by = followed["following"]["seed_path"].as_str().unwrap();
+    if clone {
+        assert_eq!(seeded_by, "clone", "{followed}");
+    } else {
+        assert_eq!(seeded_by, "tablespace", "{followed}");
+    }
     assert!(
         !followed.to_string().contains(&canary),
         "the source's password is not shown"
@@ -244,7 +276,7 @@ fn a_follower_cuts_masked_generations_at_the_positions_it_records_while_the_sour
     assert_eq!(doctor_follower(&env)["level"], "ok");
     let metrics = env.run_ok(&["metrics"]);
     assert!(
-        metrics.contains("db_branch_follower_replicating{source=\"mysql://root:***@127.0.0.1:"),
+        metrics.contains("db_branch_follower_replicating{source=\"mysql://repl:***@127.0.0.1:"),
         "{metrics}"
     );
     let mut cuts = Vec::new();
@@ -305,7 +337,7 @@ fn a_follower_cuts_masked_generations_at_the_positions_it_records_while_the_sour
         env.run_ok(&["delete", &name, "--yes"]);
     }
     eprintln!(
-        "follow: seeded in {:.2} s; {sent} writes; cuts took {:?} s, lag {:?} s",
+        "follow: seeded by {seeded_by} in {:.2} s; {sent} writes; cuts took {:?} s, lag {:?} s",
         followed["seconds"].as_f64().unwrap(),
         cuts.iter()
             .map(|c| c["seconds"].as_f64().unwrap())
@@ -331,6 +363,15 @@ fn a_follower_cuts_masked_generations_at_the_positions_it_records_while_the_sour
         leaked.is_empty(),
         "generations hold the source's password: {leaked:?}"
     );
+    if server().mysql {
+        // MySQL is given it only by START REPLICA, which stores none of it: not even the
+        // follower holds it (MariaDB's master.info does, and goes before a generation).
+        let held = files_containing(&env.pool().join("branches"), canary.as_bytes());
+        assert!(
+            held.is_empty(),
+            "the follower stores the password: {held:?}"
+        );
+    }
     let state = std::fs::read_to_string(env.root.join("follow.json")).unwrap();
     assert!(!state.contains(&canary), "{state}");
 
