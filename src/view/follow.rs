@@ -104,6 +104,19 @@ impl Human for CutReport {
     }
 }
 
+/// One line on the follower, for `baseline list` (on stderr: its JSON stays the list).
+pub fn follower_line(v: &FollowerView) -> String {
+    let state = match (&v.status, &v.status_error) {
+        (Some(s), _) => replication(s),
+        (None, Some(e)) => e.clone(),
+        (None, None) => v.state.clone(),
+    };
+    format!(
+        "follower {} of {}: {state} (`db-branch baseline follower`)",
+        v.following.branch, v.following.source
+    )
+}
+
 #[derive(Debug, Serialize)]
 #[serde(transparent)]
 pub struct FollowerReport(pub Option<FollowerView>);

@@ -274,6 +274,13 @@ fn follow_while_writing(clone: bool) {
     wait_replicating(&env, "the follower replicates");
 
     assert_eq!(doctor_follower(&env)["level"], "ok");
+    let listed = env.run(&["baseline", "list"]);
+    let said = String::from_utf8_lossy(&listed.stderr);
+    assert!(
+        said.contains("follower follower of mysql://repl:***@"),
+        "{said}"
+    );
+    assert!(said.contains("replicating"), "{said}");
     let metrics = env.run_ok(&["metrics"]);
     assert!(
         metrics.contains("db_branch_follower_replicating{source=\"mysql://repl:***@127.0.0.1:"),
