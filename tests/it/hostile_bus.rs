@@ -166,6 +166,8 @@ fn smuggled_config_host_and_host_commands_run_nothing_as_root() {
     let evil_s = evil.display().to_string();
     let evil_eq = format!("--config={evil_s}");
     let canary_s = canary.display().to_string();
+    // A follower's source that is the canary listener: nothing may connect to it.
+    let follow_url = format!("mysql://u:p@127.0.0.1:{ssh_port}");
 
     let smuggled: Vec<Vec<&str>> = vec![
         vec!["--config", &evil_s, "list"],
@@ -182,6 +184,18 @@ fn smuggled_config_host_and_host_commands_run_nothing_as_root() {
         // exec and shell run the caller's program: never in the service (it would be root).
         vec!["exec", "x", "--", &canary_s, "--version"],
         vec!["shell", "x", "--", "--version"],
+        // Following is host-wide: a member neither starts, cuts, schedules nor ends it.
+        vec!["baseline", "follow", &follow_url, "--no-mask"],
+        vec![
+            "baseline",
+            "follow",
+            &follow_url,
+            "--no-mask",
+            "--every",
+            "1h",
+        ],
+        vec!["baseline", "cut"],
+        vec!["baseline", "unfollow", "--yes"],
     ];
     for args in &smuggled {
         // A member: the service runs the worker, which refuses before anything (exit 77).
