@@ -135,7 +135,18 @@ pub fn follow(host: &Host, opts: &FollowOptions) -> Result<Followed> {
             seconds: started.elapsed().as_secs_f64(),
         });
     }
-    if crate::store::records::load(&host.layout, &opts.name)?.is_some() {
+    let leftover = crate::store::records::load(&host.layout, &opts.name)?;
+    if leftover.as_ref().is_some_and(|r| r.follows.is_some()) {
+        // A follower no follow.json names: left by a `baseline follow` that was killed
+        // before it recorded what it follows. Nothing else can remove it (delete refuses a
+        // follower, unfollow knows of none), and following again replaces it.
+        host.printer.note(format!(
+            "removing follower {} left by an interrupted `baseline follow`",
+            opts.name
+        ));
+        let _lock = host.branch_lock_for_host(&opts.name)?;
+        crate::ops::branch::discard::discard(host, &opts.name)?;
+    } else if leftover.is_some() {
         return Err(Error::new(
             Kind::Usage,
             format!(

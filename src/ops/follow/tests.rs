@@ -272,3 +272,19 @@ fn a_failed_start_leaves_no_follower() {
         .with_state(|s| s.branches.is_empty() && s.workspaces.is_empty()));
     assert!(!sim.host.layout.follow_file().exists());
 }
+
+#[test]
+fn a_follower_left_by_an_interrupted_follow_is_replaced_by_the_next() {
+    let sim = sim_host();
+    follow(&sim.host, &opts(None)).unwrap();
+    // Killed after the follower was made, before follow.json was written.
+    std::fs::remove_file(sim.host.layout.follow_file()).unwrap();
+    let again = follow(&sim.host, &opts(None)).unwrap();
+    assert!(!again.existed);
+    assert!(sim.host.layout.follow_file().exists());
+    // A branch of another kind by that name is still refused.
+    unfollow(&sim.host).unwrap();
+    crate::ops::create::create(&sim.host, &CreateOptions::named(name("follower"))).unwrap();
+    let e = follow(&sim.host, &opts(None)).unwrap_err();
+    assert!(e.to_string().contains("needs its own name"), "{e}");
+}
