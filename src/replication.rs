@@ -110,7 +110,7 @@ pub fn follow_sql(source: &ReplicaSource) -> Vec<String> {
                  MASTER_USER = {user}, MASTER_PASSWORD = {password}, \
                  MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 5"
             ),
-            "START SLAVE".into(),
+            start_sql(source),
         ],
         Family::Mysql => vec![
             "STOP REPLICA".into(),
@@ -196,9 +196,10 @@ pub fn status_columns(family: Family) -> [&'static str; 5] {
 }
 
 /// Option-file lines of a follower's server. `server_id` must differ from the source's
-/// (and from any other replica's of it). Replication starts by itself at every start of
-/// the follower (every other server of db-branch is told never to), and the relay log is
-/// thrown away and fetched again after a crash, so a follower resumes where it was.
+/// (and from any other replica's of it). A MariaDB follower starts replicating by itself at
+/// every start (every other server of db-branch is told never to); a MySQL one is started
+/// by db-branch, which alone holds its password. The relay log is thrown away and fetched
+/// again after a crash, so a follower resumes where it was.
 pub fn follower_options(family: Family, server_id: u32) -> Vec<String> {
     let mut lines = vec![
         format!("server-id={server_id}"),

@@ -58,9 +58,7 @@ pub fn unusable(source: &mut mysql::Conn, target: &Flavour) -> Result<Option<Str
 }
 
 /// Clones the source instance into `workspace` (empty, on the pool), through a recipient
-/// server running on a scratch datadir in `work`. Returns the GTIDs the copy holds, as the
-/// recipient's `clone_status` reports them (None: the source has none), so a follower can
-/// replicate on from exactly there.
+/// server running on a scratch datadir in `work`.
 pub fn clone_into(
     binary: &ServerBinary,
     flavour: Flavour,
@@ -68,7 +66,7 @@ pub fn clone_into(
     workspace: &Path,
     work: &Path,
     progress: &PhaseProgress,
-) -> Result<Option<String>> {
+) -> Result<()> {
     let opts = mysql::Opts::from_url(url)?;
     let host = opts.get_ip_or_hostname().to_string();
     let port = opts.get_tcp_port();
@@ -125,9 +123,6 @@ pub fn clone_into(
         sql_string(&target.display().to_string())
     ))
     .map_err(|e| anyhow!("CLONE INSTANCE FROM {}: {e}", redact(url)))?;
-    let gtid: Option<String> = conn
-        .query_first("SELECT GTID_EXECUTED FROM performance_schema.clone_status")
-        .context("reading the GTIDs of the clone (performance_schema.clone_status)")?;
     drop(conn);
     recipient.stop()?;
     // The clone becomes the workspace itself.
@@ -141,7 +136,7 @@ pub fn clone_into(
     std::fs::remove_dir(&target)?;
     let _ = std::fs::remove_dir_all(&recipient_data);
     let _ = std::fs::remove_dir_all(&recipient_work);
-    Ok(gtid.filter(|g| !g.trim().is_empty()))
+    Ok(())
 }
 
 /// After a clone with `--databases`: drops every other user database.

@@ -132,8 +132,9 @@ pub struct BakeRequest<'a> {
     pub with_users: bool,
     /// The database a single-database dump is loaded into.
     pub into: Option<String>,
-    /// The bake seeds a follower (`baseline follow`): the source's GTID position at the
-    /// bake's moment is needed, so MySQL's CLONE (whose moment is its own) is not used.
+    /// The bake seeds a follower (`baseline follow`): the summary must say the GTID
+    /// position of the copy (`BakeSummary::source_gtid`), and a whole-instance CLONE is
+    /// preferred where it applies.
     pub for_follower: bool,
 }
 

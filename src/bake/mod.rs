@@ -268,7 +268,7 @@ fn fill_workspace(
     }
     if let Some(live) = live.filter(|l| l.path == Via::Clone) {
         phases.start("clone instance", 0);
-        let gtid = clone::clone_into(
+        clone::clone_into(
             binary,
             binary.flavour()?,
             &live.url,
@@ -276,9 +276,6 @@ fn fill_workspace(
             req.work,
             phases.progress,
         )?;
-        if req.for_follower {
-            summary.source_gtid = gtid;
-        }
         return Ok(Origin::Foreign);
     }
     phases.start("initialise", 0);

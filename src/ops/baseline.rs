@@ -33,6 +33,15 @@ pub fn build<T>(
     })
 }
 
+/// The number the next generation gets (read under the baseline lock).
+pub(crate) fn next_generation(host: &Host) -> Result<Generation> {
+    Ok(host
+        .storage
+        .baselines()?
+        .last()
+        .map_or(Generation(1), |g| g.next()))
+}
+
 /// `build` where `fill` makes the workspace itself (a promotion snapshots the branch into
 /// one) and returns it with what `build`'s fill returns, and how it was cut from a
 /// follower (`baseline cut`) if it was.
@@ -48,11 +57,7 @@ pub(crate) fn build_in<T>(
     // One build at a time; branch commands are not held up by it.
     let _lock = host.baseline_lock()?;
     crate::ops::trash::ensure_space(host)?;
-    let generation = host
-        .storage
-        .baselines()?
-        .last()
-        .map_or(Generation(1), |g| g.next());
+    let generation = next_generation(host)?;
     let mut undo = Undo::new();
     let result = (|| -> Result<T> {
         // Pushed first: abandoning a workspace that was never made is a no-op.

@@ -218,6 +218,17 @@ impl Systemd {
         Ok(())
     }
 
+    /// Installs unit `file` with `text` (atomically; left alone when it holds that already).
+    fn write_unit(&self, file: &str, text: &str) -> Result<()> {
+        let path = self.unit_dir.join(file);
+        if fs::read_to_string(&path).ok().as_deref() != Some(text) {
+            let tmp = self.unit_dir.join(format!(".{file}.tmp"));
+            fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+            fs::rename(&tmp, &path).with_context(|| format!("installing {}", path.display()))?;
+        }
+        Ok(())
+    }
+
     fn unit_name(&self, launch: &Launch) -> String {
         format!("{}@{}.service", self.prefix, launch.name)
     }
@@ -383,13 +394,7 @@ impl ServiceManager for Systemd {
         fs::create_dir_all(&self.unit_dir)
             .with_context(|| format!("creating {}", self.unit_dir.display()))?;
         for (file, text) in &self.units {
-            let path = self.unit_dir.join(file);
-            if fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
-                let tmp = self.unit_dir.join(format!(".{file}.tmp"));
-                fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-                fs::rename(&tmp, &path)
-                    .with_context(|| format!("installing {}", path.display()))?;
-            }
+            self.write_unit(file, text)?;
         }
         let mgr = self.manager()?;
         zbus::block_on(mgr.reload()).context("systemd daemon-reload over D-Bus")?;
@@ -435,13 +440,8 @@ impl ServiceManager for Systemd {
             Some(every) => {
                 fs::create_dir_all(&self.unit_dir)
                     .with_context(|| format!("creating {}", self.unit_dir.display()))?;
-                for (file, body) in [(&service, text), (&timer, cut_timer(every))] {
-                    let at = self.unit_dir.join(file);
-                    let tmp = self.unit_dir.join(format!(".{file}.tmp"));
-                    fs::write(&tmp, body).with_context(|| format!("writing {}", tmp.display()))?;
-                    fs::rename(&tmp, &at)
-                        .with_context(|| format!("installing {}", at.display()))?;
-                }
+                self.write_unit(&service, &text)?;
+                self.write_unit(&timer, &cut_timer(every))?;
                 zbus::block_on(mgr.reload()).context("systemd daemon-reload over D-Bus")?;
                 zbus::block_on(mgr.enable_unit_files(vec![timer.clone()], runtime, true))
                     .with_context(|| format!("enabling {timer} over D-Bus"))?;

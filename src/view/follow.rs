@@ -52,14 +52,14 @@ fn following_rows(f: &Following) -> Vec<Vec<String>> {
                 .as_ref()
                 .map_or("none (--no-mask)".into(), |m| m.display().to_string()),
         ],
+        vec![
+            "cuts".into(),
+            match (&f.every, &f.timer) {
+                (Some(every), Some(timer)) => format!("every {every} ({timer})"),
+                _ => "by hand (`db-branch baseline cut`)".into(),
+            },
+        ],
     ];
-    rows.push(vec![
-        "cuts".into(),
-        match (&f.every, &f.timer) {
-            (Some(every), Some(timer)) => format!("every {every} ({timer})"),
-            _ => "by hand (`db-branch baseline cut`)".into(),
-        },
-    ]);
     if let Some(c) = &f.last_cut {
         rows.push(vec![
             "last cut".into(),
@@ -104,16 +104,22 @@ impl Human for CutReport {
     }
 }
 
-/// One line on the follower, for `baseline list` (on stderr: its JSON stays the list).
-pub fn follower_line(v: &FollowerView) -> String {
-    let state = match (&v.status, &v.status_error) {
+/// The follower's replication in words, or why it could not be read.
+fn replication_of(v: &FollowerView) -> String {
+    match (&v.status, &v.status_error) {
         (Some(s), _) => replication(s),
         (None, Some(e)) => e.clone(),
         (None, None) => v.state.clone(),
-    };
+    }
+}
+
+/// One line on the follower, for `baseline list` (on stderr: its JSON stays the list).
+pub fn follower_line(v: &FollowerView) -> String {
     format!(
-        "follower {} of {}: {state} (`db-branch baseline follower`)",
-        v.following.branch, v.following.source
+        "follower {} of {}: {} (`db-branch baseline follower`)",
+        v.following.branch,
+        v.following.source,
+        replication_of(v)
     )
 }
 
@@ -129,14 +135,7 @@ impl Human for FollowerReport {
         let mut rows = following_rows(&v.following);
         rows.push(vec!["port".into(), v.port.to_string()]);
         rows.push(vec!["server".into(), v.state.clone()]);
-        rows.push(vec![
-            "replication".into(),
-            match (&v.status, &v.status_error) {
-                (Some(s), _) => replication(s),
-                (None, Some(e)) => e.clone(),
-                (None, None) => "-".into(),
-            },
-        ]);
+        rows.push(vec!["replication".into(), replication_of(v)]);
         if let Some(s) = &v.status {
             rows.push(vec!["applied".into(), s.position.clone()]);
         }

@@ -1,13 +1,13 @@
 //! `baseline follow`: the seed, the follower, its replication and its schedule.
 
-use super::state::{keep_mask, load, save, socket, Following, Login};
+use super::state::{keep_mask, load, save, save_login, socket, Following, Login};
 use crate::bake::{BakeRequest, BakeSource};
-use crate::branch::{BranchName, ExpiryRequest, Generation};
+use crate::branch::{BranchName, ExpiryRequest};
 use crate::config::Profile;
 use crate::error::{usage, Error, Kind};
 use crate::host::Host;
 use crate::ops::create::{create, CreateOptions};
-use crate::replication::{ReplicaSource, ReplicaStatus};
+use crate::replication::ReplicaStatus;
 use crate::store::files;
 use crate::undo::Undo;
 use anyhow::Result;
@@ -184,11 +184,7 @@ pub fn follow(host: &Host, opts: &FollowOptions) -> Result<Followed> {
     crate::ops::trash::ensure_space(host)?;
     // The seed is baked in the workspace the next generation would use, and becomes the
     // follower's datadir without ever being sealed.
-    let gen = host
-        .storage
-        .baselines()?
-        .last()
-        .map_or(Generation(1), |g| g.next());
+    let gen = crate::ops::baseline::next_generation(host)?;
     let mut undo = Undo::new();
     let result = (|| -> Result<Followed> {
         undo.push("remove the unfinished seed", move || {
@@ -271,24 +267,13 @@ pub fn follow(host: &Host, opts: &FollowOptions) -> Result<Followed> {
             user,
             password,
         };
-        files::write_atomic(
-            &host.layout.follow_secret_file(),
-            &serde_json::to_vec(&login)?,
-            0o600,
-        )?;
+        save_login(host, &login)?;
         undo.push("remove the follower's login", move || {
             files::remove_file(&host.layout.follow_secret_file())
         });
         host.server.follow(
             &socket(host, &following),
-            &ReplicaSource {
-                family: ours.family,
-                host: login.host,
-                port: login.port,
-                user: login.user,
-                password: login.password,
-                position: seed_gtid,
-            },
+            &login.source(ours.family, seed_gtid),
         )?;
         save(host, &following)?;
         let status = host.server.replica_status(&socket(host, &following))?;

@@ -66,6 +66,29 @@ pub(crate) struct Login {
     pub(crate) password: String,
 }
 
+impl Login {
+    /// Where the follower replicates from, after `position`.
+    pub(crate) fn source(self, family: Family, position: String) -> ReplicaSource {
+        ReplicaSource {
+            family,
+            host: self.host,
+            port: self.port,
+            user: self.user,
+            password: self.password,
+            position,
+        }
+    }
+}
+
+/// Keeps the follower's login, outside every datadir.
+pub(crate) fn save_login(host: &Host, login: &Login) -> Result<()> {
+    files::write_atomic(
+        &host.layout.follow_secret_file(),
+        &serde_json::to_vec(login)?,
+        0o600,
+    )
+}
+
 pub(crate) fn replica_source(host: &Host, following: &Following) -> Result<ReplicaSource> {
     let path = host.layout.follow_secret_file();
     let login: Login = files::read_json(&path, "the follower's login")?.ok_or_else(|| {
@@ -78,14 +101,7 @@ pub(crate) fn replica_source(host: &Host, following: &Following) -> Result<Repli
         )
         .hint("`db-branch baseline unfollow`, then `baseline follow` again")
     })?;
-    Ok(ReplicaSource {
-        family: following.family,
-        host: login.host,
-        port: login.port,
-        user: login.user,
-        password: login.password,
-        position: following.seed_gtid.clone(),
-    })
+    Ok(login.source(following.family, following.seed_gtid.clone()))
 }
 
 /// Keeps the masking SQL cuts will run: read now, as whoever asked could read it.

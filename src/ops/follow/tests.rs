@@ -12,6 +12,12 @@ use crate::server::Server;
 use crate::storage::Storage;
 use std::path::PathBuf;
 
+/// The permission bits of the file at `path`.
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
 fn opts(mask: Option<PathBuf>) -> FollowOptions {
     FollowOptions {
         source: BakeSource::parse("mysql://repl:pw@127.0.0.1:3999", None).unwrap(),
@@ -31,11 +37,7 @@ fn cuts_run_the_masking_sql_as_it_was_when_given() {
     std::fs::write(&mask, "UPDATE t SET email = 'x';").unwrap();
     follow(&sim.host, &opts(Some(mask.clone()))).unwrap();
     let kept = sim.host.layout.follow_mask_file();
-    use std::os::unix::fs::PermissionsExt;
-    assert_eq!(
-        std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777,
-        0o600
-    );
+    assert_eq!(mode(&kept), 0o600);
     // Swapped under the follower: the cuts still run what was given.
     std::fs::write(&mask, "DROP DATABASE mysql;").unwrap();
     cut(&sim.host, &CutOptions::default()).unwrap();
@@ -156,11 +158,7 @@ fn a_started_follower_replicates_again_with_the_login_kept_outside_its_datadir()
     let sim = sim_host();
     follow(&sim.host, &opts(None)).unwrap();
     let secret = sim.host.layout.follow_secret_file();
-    use std::os::unix::fs::PermissionsExt;
-    assert_eq!(
-        std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777,
-        0o600
-    );
+    assert_eq!(mode(&secret), 0o600);
     assert!(std::fs::read_to_string(&secret).unwrap().contains("\"pw\""));
     crate::ops::power::stop(&sim.host, &name("follower")).unwrap();
     let sock = sim.host.layout.socket(&name("follower"));
