@@ -5,6 +5,10 @@
 //!   sudo scripts/bench bake        (installs mydumper; MariaDB 10.11, the host's server)
 //!
 //! Environment:
+//!   DB_BRANCH_TEST_SERVER  the server (default mariadb-10.11; mysql-9.7 or mariadb-11.8
+//!                      from their side roots): the source, the bakes' servers and the
+//!                      peers' targets, with that server's own dump program and client
+//!                      (mydumper, built against MariaDB's client, only on MariaDB)
 //!   DBB_BENCH_SCALES   sample-sql scales, comma-separated (default 6,21,83: about 0.3, 1
 //!                      and 4 GB of data and indexes, ~48 MB per unit; 208 is about 10 GB)
 //!   DBB_BENCH_TABLES   tables of the many-tables point (default 10000; 0 leaves it out)
@@ -12,6 +16,9 @@
 //!                      leaves it out): one keyed by a UUID CHAR(36) in the server's
 //!                      default collation, one by (tenant_id, id)
 //!   DBB_BENCH_RUNS     runs of each bake per point (default 1); peers run once
+//!   DBB_BENCH_METHODS  which methods each point runs, comma-separated (default all of
+//!                      tablespace,logical,dump-file,dump-pipe,dump-load,mydumper): at
+//!                      4 GB each peer is the better part of half an hour on 2 cores
 //!   DBB_BENCH_IMAGE    size of the btrfs image (default 64G; sparse)
 
 use db_branch::testkit::bench::{env_or, now_utc, which};
@@ -78,18 +85,29 @@ struct Baked {
     source_cpu: f64,
 }
 
-/// One point of the curve.
+/// One point of the curve; `None` where the method was not run (DBB_BENCH_METHODS, or
+/// mydumper not installed).
 struct Point {
     label: String,
     mb: f64,
-    tablespace: Baked,
-    logical: Baked,
-    dump_bake: Baked,
-    dump_pipe: f64,
-    dump_load: f64,
-    dump_took: f64,
+    tablespace: Option<Baked>,
+    logical: Option<Baked>,
+    dump_bake: Option<Baked>,
+    dump_pipe: Option<f64>,
+    /// `mariadb < dump` (`mysql < dump`), and how long the dump itself took.
+    dump_load: Option<(f64, f64)>,
     mydumper: Option<(f64, f64)>,
 }
+
+/// The methods a point can run.
+const METHODS: [&str; 6] = [
+    "tablespace",
+    "logical",
+    "dump-file",
+    "dump-pipe",
+    "dump-load",
+    "mydumper",
+];
 
 struct Bench {
     env: TestEnv,
@@ -97,9 +115,21 @@ struct Bench {
     runs: usize,
     empty_generation: String,
     peers: usize,
+    methods: Vec<String>,
+    /// The server under test's client and dump program, the options a dump to load
+    /// elsewhere needs (after `--no-defaults`, which must come first), and whether it is
+    /// Oracle MySQL.
+    client: String,
+    dump: String,
+    dump_options: &'static str,
+    mysql: bool,
 }
 
 impl Bench {
+    fn runs(&self, method: &str) -> bool {
+        self.methods.iter().any(|m| m == method)
+    }
+
     fn bake(&self, source_pid: u32, args: &[&str]) -> Baked {
         let mut best: Option<Baked> = None;
         for _ in 0..self.runs {
@@ -204,28 +234,51 @@ impl Bench {
         .unwrap();
         eprintln!("bench: {label}: {mb} MB of data and indexes");
         let conn = db_branch::testkit::login(source);
+        let (client, dumper, opts) = (self.client.clone(), self.dump.clone(), self.dump_options);
         let dump = env.root.join("bench-dump.sql");
-        let dump_took = sh(&format!(
-            "mariadb-dump {conn} --single-transaction --databases {db} > {}",
-            dump.display()
-        ));
+        let dump_took = (self.runs("dump-file") || self.runs("dump-load")).then(|| {
+            sh(&format!(
+                "{dumper} {conn} {opts} --single-transaction --databases {db} > {}",
+                dump.display()
+            ))
+        });
         let jobs = self.jobs.to_string();
         let from_file = format!("file:{}", dump.display());
-        let tablespace = self.bake(
-            source_pid,
-            &[&url, "--databases", db, "--via", "tablespace"],
-        );
-        let logical = self.bake(
-            source_pid,
-            &[&url, "--databases", db, "--via", "logical", "--jobs", &jobs],
-        );
-        let dump_bake = self.bake(source_pid, &[&from_file]);
-        let dump_pipe = self.peer(&|target, _| {
-            format!("mariadb-dump {conn} --single-transaction --databases {db} | mariadb {target}")
+        let tablespace = self.runs("tablespace").then(|| {
+            self.bake(
+                source_pid,
+                &[&url, "--databases", db, "--via", "tablespace"],
+            )
+        });
+        let logical = self.runs("logical").then(|| {
+            self.bake(
+                source_pid,
+                &[&url, "--databases", db, "--via", "logical", "--jobs", &jobs],
+            )
+        });
+        let dump_bake = self
+            .runs("dump-file")
+            .then(|| self.bake(source_pid, &[&from_file]));
+        let dump_pipe = self.runs("dump-pipe").then(|| {
+            self.peer(&|target, _| {
+                format!(
+                    "{dumper} {conn} {opts} --single-transaction --databases {db} | {client} {target}"
+                )
+            })
         });
         let d = dump.display().to_string();
-        let dump_load = self.peer(&|target, _| format!("mariadb {target} < {d}"));
-        let mydumper = if which("mydumper") && which("myloader") {
+        let dump_load = match dump_took {
+            Some(took) if self.runs("dump-load") => Some((
+                self.peer(&|target, _| format!("{client} {target} < {d}")),
+                took,
+            )),
+            _ => None,
+        };
+        let mydumper = if self.runs("mydumper")
+            && !self.mysql
+            && which("mydumper")
+            && which("myloader")
+        {
             let dir = self.env.root.join("mydumper");
             let threads = self.jobs;
             let dumped = sh(&format!(
@@ -256,7 +309,6 @@ impl Bench {
             dump_bake,
             dump_pipe,
             dump_load,
-            dump_took,
             mydumper,
         };
         // Printed now too, so an interrupted run keeps what it measured.
@@ -312,6 +364,18 @@ fn main() {
     let wide: u64 = env_or("DBB_BENCH_WIDE", 20_000_000);
     let runs: usize = env_or("DBB_BENCH_RUNS", 1);
     let image: String = env_or("DBB_BENCH_IMAGE", "64G".to_string());
+    let methods: Vec<String> = env_or("DBB_BENCH_METHODS", METHODS.join(","))
+        .split(',')
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty())
+        .collect();
+    if let Some(bad) = methods.iter().find(|m| !METHODS.contains(&m.as_str())) {
+        panic!(
+            "DBB_BENCH_METHODS: {bad:?} is none of {}",
+            METHODS.join(",")
+        );
+    }
+    let server = db_branch::testkit::server();
     let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
     let env = TestEnv::with_service("process", &image, "", "");
     env.run_ok(&["init"]);
@@ -325,6 +389,17 @@ fn main() {
         runs: runs.max(1),
         empty_generation: "1".into(),
         peers: 0,
+        methods,
+        client: server.client.display().to_string(),
+        // MySQL's servers keep GTIDs: a dump's GTID_PURGED would not load into a server
+        // with its own history, and a restore elsewhere leaves it out.
+        dump: server.dump.display().to_string(),
+        dump_options: if server.mysql {
+            "--set-gtid-purged=OFF"
+        } else {
+            ""
+        },
+        mysql: server.mysql,
     };
     let started = now_utc();
     let mut points = Vec::new();
@@ -359,10 +434,16 @@ fn main() {
 
     println!("\n## Bake paths and their peers, by size\n");
     println!(
-        "MariaDB 10.11, {jobs} cores, {started}; {} run(s) of each bake per point (the fastest shown), peers once. Bakes are timed whole: empty datadir, load, full-purge clean shutdown, snapshot. Peers load into a fresh server with MariaDB's default durability, as a standalone restore would; mydumper and myloader use {jobs} threads, as the logical bake uses {jobs} jobs.\n",
+        "{}, {jobs} cores, {started}; {} run(s) of each bake per point (the fastest shown), peers once; `-`: not run (DBB_BENCH_METHODS). Bakes are timed whole: empty datadir, load, full-purge clean shutdown, snapshot. Peers load into a fresh server with the server's default durability, as a standalone restore would; mydumper and myloader use {jobs} threads, as the logical bake uses {jobs} jobs.\n",
+        server.name,
         bench.runs
     );
-    println!("| data | bake: tablespace | bake: logical | bake: dump file | `mariadb-dump \\| mariadb` | `mariadb < dump` | mydumper + myloader | `dump \\| load` ÷ tablespace | `< dump` ÷ logical | mydumper+myloader ÷ logical |");
+    let (dumper, client) = if server.mysql {
+        ("mysqldump", "mysql")
+    } else {
+        ("mariadb-dump", "mariadb")
+    };
+    println!("| data | bake: tablespace | bake: logical | bake: dump file | `{dumper} \\| {client}` | `{client} < dump` | mydumper + myloader | `dump \\| load` ÷ tablespace | `< dump` ÷ logical | mydumper+myloader ÷ logical |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for p in &points {
         println!("{}", row(p));
@@ -373,27 +454,31 @@ fn main() {
     }
 }
 
-/// One point's line of the results table.
+/// One point's line of the results table; `-` where a method was not run.
 fn row(p: &Point) -> String {
-    let (my, my_ratio) = match p.mydumper {
-        Some((d, l)) => (
-            format!("{:.1} ({d:.1} + {l:.1})", d + l),
-            format!("{:.2}×", (d + l) / p.logical.wall),
-        ),
-        None => ("not installed".into(), "-".into()),
+    let secs = |t: Option<f64>| t.map_or("-".to_string(), |t| format!("{t:.1}"));
+    let wall = |b: &Option<Baked>| b.as_ref().map(|b| b.wall);
+    let ratio = |peer: Option<f64>, bake: Option<f64>, digits: usize| match (peer, bake) {
+        (Some(peer), Some(bake)) => format!("{:.*}×", digits, peer / bake),
+        _ => "-".to_string(),
     };
+    let my = p.mydumper.map_or("-".into(), |(d, l)| {
+        format!("{:.1} ({d:.1} + {l:.1})", d + l)
+    });
+    let load = p
+        .dump_load
+        .map_or("-".into(), |(l, took)| format!("{l:.1} (dump {took:.1})"));
     format!(
-        "| {} ({:.0} MB) | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} (dump {:.1}) | {my} | **{:.1}×** | **{:.2}×** | {my_ratio} |",
+        "| {} ({:.0} MB) | {} | {} | {} | {} | {load} | {my} | **{}** | **{}** | {} |",
         p.label,
         p.mb,
-        p.tablespace.wall,
-        p.logical.wall,
-        p.dump_bake.wall,
-        p.dump_pipe,
-        p.dump_load,
-        p.dump_took,
-        p.dump_pipe / p.tablespace.wall,
-        p.dump_load / p.logical.wall,
+        secs(wall(&p.tablespace)),
+        secs(wall(&p.logical)),
+        secs(wall(&p.dump_bake)),
+        secs(p.dump_pipe),
+        ratio(p.dump_pipe, wall(&p.tablespace), 1),
+        ratio(p.dump_load.map(|(l, _)| l), wall(&p.logical), 2),
+        ratio(p.mydumper.map(|(d, l)| d + l), wall(&p.logical), 2),
     )
 }
 
@@ -405,6 +490,7 @@ fn profile(p: &Point, jobs: usize) -> String {
         ("logical", &p.logical),
         ("dump file", &p.dump_bake),
     ] {
+        let Some(b) = b else { continue };
         out.push_str(&format!(
             "\n- {name} (path {}): {:.1} s wall; CPU: baker and its server {:.1} s, source server {:.1} s ({:.0}% of {jobs} cores); {}{}",
             b.path,

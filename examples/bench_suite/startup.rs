@@ -139,7 +139,7 @@ pub fn section(rows: &[(String, Startup)], when: &str, args: &str) -> String {
         "\nMedians of {runs} creates and {runs} resets per cell.\n"
     );
     if rows.iter().any(|(_, s)| !s.tables.is_empty()) {
-        let _ = writeln!(d, "With many tables (`id INT PRIMARY KEY, v VARCHAR(20)` and a secondary index each, made with `baseline create --empty --sql`; skip_fsync on; medians of {}):\n", runs.min(5));
+        let _ = writeln!(d, "With many tables (`id INT PRIMARY KEY, v VARCHAR(20)` and a secondary index each, baked from a SQL file with `bake --from file:`; skip_fsync on; medians of {}):\n", runs.min(5));
         let _ = writeln!(
             d,
             "| server | tables | baseline made in (s) | datadir | create (s) | reset (s) |"

@@ -150,7 +150,7 @@ const SPLIT_MIN_ROWS: u64 = 50_000;
 
 /// Tables at least this big (or with `SPLIT_MIN_ROWS` rows) get their secondary indexes
 /// after their rows, built once by sorting; smaller ones are created with them.
-const DEFER_INDEXES_BYTES: u64 = 32 << 20;
+pub(crate) const DEFER_INDEXES_BYTES: u64 = 32 << 20;
 
 fn defers_indexes(t: &Table) -> bool {
     t.rows >= SPLIT_MIN_ROWS || t.bytes >= DEFER_INDEXES_BYTES

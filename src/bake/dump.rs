@@ -1,9 +1,13 @@
 //! The dump path: a SQL dump (plain, .gz or .zst) replayed statement by statement through
-//! the server's own client (bytes untouched, as `mysql < dump` sends them), with each
-//! table's secondary indexes and foreign keys held back and added after its rows.
+//! the server's own client (bytes untouched, as `mysql < dump` sends them), with each big
+//! table's secondary indexes and every foreign key held back and added after the rows.
+//! A table is big when what follows its `CREATE` in the dump before the next table (its
+//! rows) outgrows `copy::DEFER_INDEXES_BYTES`; a small one is created with its indexes:
+//! an `ALTER TABLE … ADD INDEX` per 20-row table cost more than the rows themselves
+//! (10,000 such tables: 73 s of a 118 s MySQL bake, docs/bake.md).
 
-use super::copy::{add_deferred, Deferred};
-use super::ddl::split_create_table;
+use super::copy::{add_deferred, Deferred, DEFER_INDEXES_BYTES};
+use super::ddl::split_create_table_with;
 use super::job::{check_cancel, BakeRequest, BakeSummary, Phases};
 use super::split::{Statement, Statements};
 use crate::error::usage;
@@ -97,6 +101,48 @@ impl Feed {
     }
 }
 
+/// A `CREATE TABLE` held back with what follows it until the table's size is known: the
+/// next table's `CREATE`, a `USE` or the end of the dump ends a small table; more than
+/// `budget` bytes after it make it big. Sent in the dump's order either way.
+struct Held {
+    create: Statement,
+    /// The table, qualified when a database is selected.
+    table: String,
+    after: Vec<Statement>,
+    bytes: u64,
+}
+
+impl Held {
+    /// Sends the `CREATE` (with its secondary indexes when `small`) and what was held after
+    /// it, remembering what is to be added later; false once the client stopped reading.
+    fn send(
+        self,
+        small: bool,
+        feed: &mut Feed,
+        client: &mut ClientFeed,
+        deferred: &mut Vec<Deferred>,
+    ) -> bool {
+        let text = String::from_utf8_lossy(&self.create.text);
+        let split = split_create_table_with(&text, !small);
+        deferred.push(Deferred {
+            table: self.table,
+            indexes: split.indexes,
+            foreign_keys: split.foreign_keys,
+        });
+        if !feed.send(
+            client,
+            self.create.number,
+            self.create.line,
+            split.base.as_bytes(),
+        ) {
+            return false;
+        }
+        self.after
+            .iter()
+            .all(|s| feed.send(client, s.number, s.line, &s.text))
+    }
+}
+
 /// The database a `USE` statement selects.
 fn used_database(stmt: &Statement) -> String {
     let text = String::from_utf8_lossy(&stmt.text);
@@ -147,6 +193,7 @@ pub fn load(
         feed.send(&mut client, 0, 0, sql.as_bytes());
     }
     let mut deferred = Vec::new();
+    let mut held: Option<Held> = None;
     let mut reported = 0;
     let mut last = 0;
     for stmt in Statements::new(input) {
@@ -179,27 +226,44 @@ pub fn load(
             summary.databases.push(db.clone());
             current_db = Some(db);
         }
-        let split = (head == "CREATE TABLE")
-            .then(|| std::str::from_utf8(&stmt.text).ok())
-            .flatten()
-            .map(split_create_table);
-        let sent = match split {
-            Some(split) => {
-                let text = String::from_utf8_lossy(&stmt.text);
-                let name = text.split('`').nth(1).unwrap_or_default().to_string();
-                let table = match &current_db {
-                    Some(db) => format!("{}.{}", quote(db), quote(&name)),
-                    None => quote(&name),
-                };
-                summary.tables += 1;
-                deferred.push(Deferred {
-                    table,
-                    indexes: split.indexes,
-                    foreign_keys: split.foreign_keys,
-                });
-                feed.send(&mut client, stmt.number, stmt.line, split.base.as_bytes())
+        let creates_table = head == "CREATE TABLE" && std::str::from_utf8(&stmt.text).is_ok();
+        // A held table ends at the next table, a change of database, or (below) when what
+        // follows it outgrows the budget.
+        let mut sent = true;
+        if creates_table || selects || creates {
+            if let Some(h) = held.take() {
+                sent = h.send(true, &mut feed, &mut client, &mut deferred);
             }
-            None => feed.send(&mut client, stmt.number, stmt.line, &stmt.text),
+        }
+        if !sent {
+            break; // the client stopped at an error: finish says which
+        }
+        let sent = if creates_table {
+            let text = String::from_utf8_lossy(&stmt.text);
+            let name = text.split('`').nth(1).unwrap_or_default().to_string();
+            let table = match &current_db {
+                Some(db) => format!("{}.{}", quote(db), quote(&name)),
+                None => quote(&name),
+            };
+            summary.tables += 1;
+            held = Some(Held {
+                create: stmt,
+                table,
+                after: Vec::new(),
+                bytes: 0,
+            });
+            true
+        } else if let Some(h) = held.as_mut() {
+            h.bytes += stmt.text.len() as u64;
+            h.after.push(stmt);
+            if h.bytes > DEFER_INDEXES_BYTES {
+                held.take()
+                    .is_some_and(|h| h.send(false, &mut feed, &mut client, &mut deferred))
+            } else {
+                true
+            }
+        } else {
+            feed.send(&mut client, stmt.number, stmt.line, &stmt.text)
         };
         let now = read.load(Ordering::Relaxed);
         phases.progress.advance(now - reported, "");
@@ -207,6 +271,9 @@ pub fn load(
         if !sent {
             break; // the client stopped at an error: finish says which
         }
+    }
+    if let Some(h) = held.take() {
+        h.send(true, &mut feed, &mut client, &mut deferred);
     }
     if let Err(failure) = client.finish(&path.display().to_string()) {
         return Err(explain(failure, &feed, path, last));
