@@ -18,10 +18,47 @@ pub struct DenseTemplate {
     pub database: String,
     pub charset: String,
     pub collation: String,
-    /// (table, its `CREATE TABLE` statement), by name.
-    pub tables: Vec<(String, String)>,
+    /// Its base tables, by name.
+    pub tables: Vec<TemplateTable>,
     /// Whether its tables have foreign keys (among themselves: others are refused).
     pub foreign_keys: bool,
+}
+
+/// One table of a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateTable {
+    pub name: String,
+    /// Its `CREATE TABLE` statement (`SHOW CREATE TABLE`, with its AUTO_INCREMENT counter).
+    pub create: String,
+    /// The columns a copy by `INSERT … SELECT` writes: all but generated ones, which the
+    /// server computes again (invisible ones are named, so they are copied too).
+    pub columns: Vec<String>,
+}
+
+/// A table whose tablespace file is at most this big is copied by `INSERT … SELECT`
+/// rather than imported: an import is three DDL statements (`CREATE`, `DISCARD`, `IMPORT`)
+/// and a file copy, each a data-dictionary transaction on MySQL, where a small table's rows
+/// copy in well under a millisecond. A new InnoDB file is 64–112 KiB, so 1 MiB holds the
+/// tables of a few thousand small rows.
+pub const LOGICAL_COPY_BYTES: u64 = 1 << 20;
+
+/// How a copy makes each of the template's tables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyPlan<'a> {
+    /// Created and filled by `INSERT … SELECT` from the template.
+    pub logical: Vec<&'a TemplateTable>,
+    /// Created, their tablespaces discarded, the template's files copied in and imported.
+    pub imported: Vec<&'a TemplateTable>,
+}
+
+/// Splits the template's tables by the size of their tablespace files (`size` of a table's
+/// `.ibd`; a table whose size cannot be read is imported, which is right whatever it holds).
+pub fn plan<'a>(template: &'a DenseTemplate, size: impl Fn(&str) -> Option<u64>) -> CopyPlan<'a> {
+    let (logical, imported) = template
+        .tables
+        .iter()
+        .partition(|t| size(&t.name).is_some_and(|b| b <= LOGICAL_COPY_BYTES));
+    CopyPlan { logical, imported }
 }
 
 /// One slot's copy: its database and the account that reaches only it.
@@ -76,7 +113,13 @@ pub fn template(socket: &Path, database: &str) -> Result<DenseTemplate> {
         )
         .into());
     };
-    let checks: [(&str, &str); 6] = [
+    let checks: [(&str, &str); 7] = [
+        (
+            "SELECT COUNT(*) FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = ? AND TABLE_TYPE NOT IN ('BASE TABLE', 'VIEW')",
+            "it has system-versioned tables or sequences, whose history and state dense \
+             slots do not copy",
+        ),
         (
             "SELECT COUNT(*) FROM information_schema.EVENTS WHERE EVENT_SCHEMA = ?",
             "it has events, which the event scheduler would run on it alone, never on a \
@@ -158,7 +201,19 @@ pub fn template(socket: &Path, database: &str) -> Result<DenseTemplate> {
             ))
             .with_context(|| format!("reading the definition of {database}.{name}"))?;
         let create = create.map(|(_, s)| s).unwrap_or_default();
-        tables.push((name, create));
+        let columns: Vec<String> = c
+            .exec(
+                "SELECT COLUMN_NAME FROM information_schema.COLUMNS \
+                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
+                 AND COALESCE(GENERATION_EXPRESSION, '') = '' ORDER BY ORDINAL_POSITION",
+                (database, &name),
+            )
+            .with_context(|| format!("listing the columns of {database}.{name}"))?;
+        tables.push(TemplateTable {
+            name,
+            create,
+            columns,
+        });
     }
     let foreign_keys: u64 = c
         .exec_first(
@@ -281,7 +336,7 @@ pub fn swap(
     }
     let mut c = conn::admin(socket)?;
     let spare_tables = base_tables(&mut c, spare)?;
-    let wanted: Vec<&String> = template.tables.iter().map(|(t, _)| t).collect();
+    let wanted: Vec<&String> = template.tables.iter().map(|t| &t.name).collect();
     if spare_tables.iter().collect::<Vec<_>>() != wanted {
         return Ok(Swap::NoSpare);
     }
@@ -335,15 +390,20 @@ pub fn swap(
     Ok(Swap::Swapped)
 }
 
-/// Makes `database` a pristine copy of the template, whatever it held.
+/// Makes `database` a pristine copy of the template, whatever it held: small tables by
+/// `INSERT … SELECT`, the others by importing the template's tablespace files (`plan`).
 pub fn copy(socket: &Path, datadir: &Path, template: &DenseTemplate, database: &str) -> Result<()> {
     let mut c = conn::admin(socket)?;
     let db = quote(database);
     let what = format!("making dense slot database {database}");
+    // NO_AUTO_VALUE_ON_ZERO: a row whose AUTO_INCREMENT key is 0 is copied as 0, not given
+    // the next number (as mysqldump's files say too).
     run(
         &mut c,
         &what,
-        "SET SESSION foreign_key_checks = 0, SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION'".into(),
+        "SET SESSION foreign_key_checks = 0, SESSION unique_checks = 0, \
+         SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO'"
+            .into(),
     )?;
     run(&mut c, &what, format!("DROP DATABASE IF EXISTS {db}"))?;
     run(
@@ -355,57 +415,89 @@ pub fn copy(socket: &Path, datadir: &Path, template: &DenseTemplate, database: &
         ),
     )?;
     run(&mut c, &what, format!("USE {db}"))?;
-    for (name, create) in &template.tables {
-        run(&mut c, &what, create.clone())?;
+    let from = datadir.join(&template.database);
+    let plan = plan(template, |name| {
+        std::fs::symlink_metadata(from.join(format!("{name}.ibd")))
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+    });
+    for t in &plan.logical {
+        run(&mut c, &what, t.create.clone())?;
+        let columns = t
+            .columns
+            .iter()
+            .map(|col| quote(col))
+            .collect::<Vec<_>>()
+            .join(", ");
         run(
             &mut c,
             &what,
-            format!("ALTER TABLE {} DISCARD TABLESPACE", quote(name)),
+            format!(
+                "INSERT INTO {} ({columns}) SELECT {columns} FROM {}.{}",
+                quote(&t.name),
+                quote(&template.database),
+                quote(&t.name)
+            ),
         )?;
     }
-    if !template.tables.is_empty() {
-        let all: Vec<String> = template
-            .tables
-            .iter()
-            .map(|(t, _)| format!("{}.{}", quote(&template.database), quote(t)))
-            .collect();
+    if plan.imported.is_empty() {
+        return Ok(());
+    }
+    for t in &plan.imported {
+        run(&mut c, &what, t.create.clone())?;
         run(
             &mut c,
             &what,
-            format!("FLUSH TABLES {} FOR EXPORT", all.join(", ")),
+            format!("ALTER TABLE {} DISCARD TABLESPACE", quote(&t.name)),
         )?;
-        let copied = copy_files(datadir, template, database);
-        run(&mut c, &what, "UNLOCK TABLES".into())?;
-        copied?;
-        for (name, _) in &template.tables {
-            run(
-                &mut c,
-                &what,
-                format!("ALTER TABLE {} IMPORT TABLESPACE", quote(name)),
-            )?;
-            // MariaDB leaves the copied `.cfg` behind: it would stay in the directory when
-            // the table moves away (a swap), and keep DROP DATABASE from removing it.
-            let cfg = datadir.join(database).join(format!("{name}.cfg"));
-            match std::fs::remove_file(&cfg) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(e).with_context(|| format!("removing {}", cfg.display()))
-                }
-                _ => {}
+    }
+    let all: Vec<String> = plan
+        .imported
+        .iter()
+        .map(|t| format!("{}.{}", quote(&template.database), quote(&t.name)))
+        .collect();
+    run(
+        &mut c,
+        &what,
+        format!("FLUSH TABLES {} FOR EXPORT", all.join(", ")),
+    )?;
+    let copied = copy_files(datadir, template, &plan.imported, database);
+    run(&mut c, &what, "UNLOCK TABLES".into())?;
+    copied?;
+    for t in &plan.imported {
+        run(
+            &mut c,
+            &what,
+            format!("ALTER TABLE {} IMPORT TABLESPACE", quote(&t.name)),
+        )?;
+        // MariaDB leaves the copied `.cfg` behind: it would stay in the directory when
+        // the table moves away (a swap), and keep DROP DATABASE from removing it.
+        let cfg = datadir.join(database).join(format!("{}.cfg", t.name));
+        match std::fs::remove_file(&cfg) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("removing {}", cfg.display()))
             }
+            _ => {}
         }
     }
     Ok(())
 }
 
-/// The template's exported files into the slot's database directory, owned as the
-/// template's are (the server's OS user); reflinks where the filesystem can.
-fn copy_files(datadir: &Path, template: &DenseTemplate, database: &str) -> Result<()> {
+/// The exported files of the template's `tables` into the slot's database directory,
+/// owned as the template's are (the server's OS user); reflinks where the filesystem can.
+fn copy_files(
+    datadir: &Path,
+    template: &DenseTemplate,
+    tables: &[&TemplateTable],
+    database: &str,
+) -> Result<()> {
     let from = datadir.join(&template.database);
     let to = datadir.join(database);
-    for (name, _) in &template.tables {
+    for t in tables {
         for ext in ["ibd", "cfg"] {
-            let src = from.join(format!("{name}.{ext}"));
-            let dst = to.join(format!("{name}.{ext}"));
+            let src = from.join(format!("{}.{ext}", t.name));
+            let dst = to.join(format!("{}.{ext}", t.name));
             let meta = std::fs::symlink_metadata(&src)
                 .with_context(|| format!("reading {}", src.display()))?;
             if !meta.is_file() {
@@ -437,5 +529,33 @@ mod tests {
         });
         assert!(sql.iter().all(|s| !s.contains("*.*")), "{sql:?}");
         assert_eq!(sql.len(), 9);
+    }
+
+    fn table(name: &str) -> TemplateTable {
+        TemplateTable {
+            name: name.into(),
+            create: format!("CREATE TABLE `{name}` (id INT PRIMARY KEY)"),
+            columns: vec!["id".into()],
+        }
+    }
+
+    #[test]
+    fn small_tables_are_copied_by_rows_and_big_or_unknown_ones_imported() {
+        let template = DenseTemplate {
+            database: "shop".into(),
+            charset: "utf8mb4".into(),
+            collation: "utf8mb4_general_ci".into(),
+            tables: vec![table("big"), table("edge"), table("gone"), table("small")],
+            foreign_keys: false,
+        };
+        let plan = plan(&template, |name| match name {
+            "big" => Some(LOGICAL_COPY_BYTES + 1),
+            "edge" => Some(LOGICAL_COPY_BYTES),
+            "small" => Some(112 << 10),
+            _ => None,
+        });
+        let names = |v: &[&TemplateTable]| v.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&plan.logical), ["edge", "small"]);
+        assert_eq!(names(&plan.imported), ["big", "gone"]);
     }
 }

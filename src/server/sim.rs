@@ -85,7 +85,11 @@ impl Server for SimServer {
             database: database.to_string(),
             charset: "utf8mb4".into(),
             collation: "utf8mb4_general_ci".into(),
-            tables: vec![("t".into(), "CREATE TABLE `t` (id INT PRIMARY KEY)".into())],
+            tables: vec![super::dense::TemplateTable {
+                name: "t".into(),
+                create: "CREATE TABLE `t` (id INT PRIMARY KEY)".into(),
+                columns: vec!["id".into()],
+            }],
             foreign_keys: false,
         })
     }
