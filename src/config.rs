@@ -211,6 +211,11 @@ pub struct MysqldConfig {
     /// redo writes even with `innodb_flush_method=nosync`). Writes still reach the page
     /// cache, so a killed server loses nothing; a host crash can, as the profile says.
     pub skip_fsync: bool,
+    /// Oracle MySQL servers preload db-branch's `times()` shim (written to ROOT/lib): their
+    /// start skips the 0.1 s `my_timer_init` spends calibrating a "ticks" timer that only
+    /// the performance schema's `performance_timers` table shows (docs/startup.md). No
+    /// effect on MariaDB.
+    pub skip_timer_calibration: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -332,6 +337,7 @@ impl Default for MysqldConfig {
             user: "mysql".into(),
             profile: Profile::Test,
             skip_fsync: true,
+            skip_timer_calibration: true,
         }
     }
 }

@@ -111,6 +111,10 @@ impl Host {
             config.client.user.clone(),
             config.client.password.clone(),
             Some(layout.server_versions_cache()),
+            config
+                .mysqld
+                .skip_timer_calibration
+                .then(|| layout.lib_dir()),
         ));
         Ok(Host {
             layout,

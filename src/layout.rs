@@ -110,6 +110,11 @@ impl Layout {
     pub fn server_versions_cache(&self) -> PathBuf {
         self.root.join("cache/server-versions.json")
     }
+    /// Libraries db-branch's servers preload (MySQL's start-up shim): root's, readable by
+    /// the servers' user.
+    pub fn lib_dir(&self) -> PathBuf {
+        self.root.join("lib")
+    }
     pub fn branch_lock(&self, name: &BranchName) -> PathBuf {
         self.locks_dir().join(format!("branch-{name}.lock"))
     }

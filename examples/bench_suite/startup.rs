@@ -1,6 +1,7 @@
 //! Start-up side by side (`--only startup`, a run of its own, spliced into the document):
-//! per server, create and reset on one empty baseline with `mysqld.skip_fsync` on and off,
-//! the idle memory of one branch, and create/reset of baselines with many tables.
+//! per server, create and reset on one empty baseline with `mysqld.skip_fsync` on and off
+//! (and, for Oracle MySQL, `mysqld.skip_timer_calibration` off), the idle memory of one
+//! branch, and create/reset of baselines with many tables.
 
 use db_branch::testkit::bench::stats;
 use db_branch::testkit::TestServer;
@@ -11,6 +12,8 @@ pub struct Startup {
     /// Medians (s): (create, reset) with skip_fsync on, then off.
     pub on: (f64, f64),
     pub off: (f64, f64),
+    /// Oracle MySQL only: medians with skip_fsync on and `skip_timer_calibration` off.
+    pub calibrating: Option<(f64, f64)>,
     pub runs: usize,
     /// One idle branch: Rss, Pss, and the part of Rss that is anonymous (not the binary's
     /// and libraries' pages, which every server of the host shares).
@@ -21,16 +24,21 @@ pub struct Startup {
     pub tables: Vec<(usize, f64, f64, f64, u64)>,
 }
 
-fn set_skip_fsync(env: &db_branch::testkit::TestEnv, on: bool) {
+/// Sets the boolean `key` of the config's `[mysqld]` table.
+fn set_mysqld(env: &db_branch::testkit::TestEnv, key: &str, on: bool) {
     let text = std::fs::read_to_string(&env.config).unwrap();
     let kept: Vec<&str> = text
         .lines()
-        .filter(|l| !l.starts_with("skip_fsync"))
+        .filter(|l| !l.starts_with(&format!("{key} ")))
         .collect();
     let text = kept
         .join("\n")
-        .replacen("[mysqld]\n", &format!("[mysqld]\nskip_fsync = {on}\n"), 1);
+        .replacen("[mysqld]\n", &format!("[mysqld]\n{key} = {on}\n"), 1);
     std::fs::write(&env.config, text).unwrap();
+}
+
+fn set_skip_fsync(env: &db_branch::testkit::TestEnv, on: bool) {
+    set_mysqld(env, "skip_fsync", on);
 }
 
 /// Median (create, reset) seconds of `runs` each.
@@ -67,6 +75,12 @@ pub fn measure(server: &TestServer, version: String, runs: usize, tables: &[usiz
     set_skip_fsync(&env, false);
     let off = create_reset(&env, "off", runs);
     set_skip_fsync(&env, true);
+    let calibrating = server.mysql.then(|| {
+        set_mysqld(&env, "skip_timer_calibration", false);
+        let figures = create_reset(&env, "cal", runs);
+        set_mysqld(&env, "skip_timer_calibration", true);
+        figures
+    });
     env.run_ok(&["create", "idle"]);
     // Settled: what a branch nobody uses holds.
     std::thread::sleep(std::time::Duration::from_secs(5));
@@ -94,6 +108,7 @@ pub fn measure(server: &TestServer, version: String, runs: usize, tables: &[usiz
         version,
         on,
         off,
+        calibrating,
         runs,
         rss,
         pss,
@@ -111,18 +126,22 @@ pub fn section(rows: &[(String, Startup)], when: &str, args: &str) -> String {
     let _ = writeln!(d, "{BEGIN}\n## Start-up side by side\n");
     let _ = writeln!(
         d,
-        "Measured in a run of its own ({when}, `scripts/bench suite` with `SUITE_ARGS=\"{args}\"`), not the run above; same machine, built-in supervisor, an empty baseline (`baseline create --empty`). `skip_fsync` is `mysqld.skip_fsync` (libeatmydata preloaded, the default where it is installed). Idle memory: one branch, 5 s after create; Anon is the part of Rss that is the server's own (the rest is the binary and libraries, shared by every server of the host). Where the time goes: docs/startup.md.\n"
+        "Measured in a run of its own ({when}, `scripts/bench suite` with `SUITE_ARGS=\"{args}\"`), not the run above; same machine, built-in supervisor, an empty baseline (`baseline create --empty`). `skip_fsync` is `mysqld.skip_fsync` (libeatmydata preloaded, the default where it is installed); `calibrating` is Oracle MySQL with `mysqld.skip_timer_calibration = false` (no `times()` shim: every start spends ~0.1 s in `my_timer_init`), skip_fsync on. Idle memory: one branch, 5 s after create; Anon is the part of Rss that is the server's own (the rest is the binary and libraries, shared by every server of the host). Where the time goes: docs/startup.md.\n"
     );
     let base = rows.first().map(|(_, s)| s.on);
-    let _ = writeln!(d, "| server | create (s) | reset (s) | ÷ first row (create / reset) | create, skip_fsync off (s) | reset, skip_fsync off (s) | idle Rss | idle Pss | idle Anon |");
-    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(d, "| server | create (s) | reset (s) | ÷ first row (create / reset) | create, skip_fsync off (s) | reset, skip_fsync off (s) | create / reset, calibrating (s) | idle Rss | idle Pss | idle Anon |");
+    let _ = writeln!(d, "|---|---|---|---|---|---|---|---|---|---|");
     for (name, s) in rows {
         let ratio = base
             .map(|b| format!("{:.1}× / {:.1}×", s.on.0 / b.0, s.on.1 / b.1))
             .unwrap_or_default();
+        let calibrating = s
+            .calibrating
+            .map(|(c, r)| format!("{c:.3} / {r:.3}"))
+            .unwrap_or_else(|| "-".into());
         let _ = writeln!(
             d,
-            "| {name} ({}) | {:.3} | {:.3} | {ratio} | {:.3} | {:.3} | {} MB | {} MB | {} MB |",
+            "| {name} ({}) | {:.3} | {:.3} | {ratio} | {:.3} | {:.3} | {calibrating} | {} MB | {} MB | {} MB |",
             s.version,
             s.on.0,
             s.on.1,

@@ -84,6 +84,7 @@ pub fn clone_into(
             String::new(),
             String::new(),
             None,
+            None,
         ),
         &recipient_work,
     )?;

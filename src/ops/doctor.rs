@@ -47,6 +47,32 @@ fn fsync_check(host: &Host) -> Check {
     }
 }
 
+/// Whether MySQL servers will skip their timer calibration (`server::preload`, the
+/// `times()` shim). Informational: without it they start 0.1 s slower, nothing else.
+fn timer_check(host: &Host) -> Check {
+    let shim = host
+        .layout
+        .lib_dir()
+        .join(crate::server::preload::TICKS_SHIM_FILE);
+    match (
+        host.config.mysqld.skip_timer_calibration,
+        crate::server::preload::ticks_shim_built(),
+    ) {
+        (false, _) => Check::ok(
+            "timer calibration",
+            "mysqld.skip_timer_calibration = false: MySQL servers calibrate their ticks timer at every start (~0.1 s)",
+        ),
+        (true, true) => Check::ok(
+            "timer calibration",
+            format!("MySQL servers preload {} (their start skips ~0.1 s of timer calibration)", shim.display()),
+        ),
+        (true, false) => Check::ok(
+            "timer calibration",
+            "this build has no times() shim for this architecture: MySQL servers calibrate their ticks timer at every start (~0.1 s)",
+        ),
+    }
+}
+
 /// The host's readiness, without looking for orphans.
 pub fn report(host: &Host, config_note: &str) -> DoctorReport {
     let c = &host.config;
@@ -64,6 +90,9 @@ pub fn report(host: &Host, config_note: &str) -> DoctorReport {
         Err(e) => Check::fail("server", format!("{e:#}")),
     });
     checks.push(fsync_check(host));
+    if host.server.flavour().is_ok_and(|f| f.is_mysql()) {
+        checks.push(timer_check(host));
+    }
     let kind = host.services.kind();
     let systemd_up = crate::supervisor::systemd::is_running();
     checks.push(match (kind, systemd_up) {

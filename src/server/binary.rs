@@ -19,6 +19,9 @@ pub struct ServerBinary {
     /// Where `--version` answers are remembered (`root/cache/server-versions.json`); None:
     /// ask every time.
     cache: Option<PathBuf>,
+    /// Where MySQL's start-up shim is written for its servers to preload
+    /// (`preload::install_ticks_shim`); None: they start without it.
+    ticks_shim_dir: Option<PathBuf>,
     flavour: OnceLock<(Flavour, String)>,
 }
 
@@ -43,7 +46,25 @@ impl ServerBinary {
             path,
             user,
             cache,
+            ticks_shim_dir: None,
             flavour: OnceLock::new(),
+        }
+    }
+
+    /// Servers of this binary preload the `times()` shim written into `dir` when they are
+    /// Oracle MySQL (`mysqld.skip_timer_calibration`); None: never.
+    pub fn with_ticks_shim(mut self, dir: Option<PathBuf>) -> Self {
+        self.ticks_shim_dir = dir;
+        self
+    }
+
+    /// The shim a server of `flavour` preloads, written out if missing or stale; None for
+    /// MariaDB (whose start calibrates no ticks timer), when turned off, or where this
+    /// build has no shim.
+    pub fn ticks_shim(&self, flavour: Flavour) -> Result<Option<PathBuf>> {
+        match &self.ticks_shim_dir {
+            Some(dir) if flavour.is_mysql() => super::preload::install_ticks_shim(dir),
+            _ => Ok(None),
         }
     }
 

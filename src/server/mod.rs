@@ -148,6 +148,10 @@ pub trait Server: Send + Sync {
     /// The library `test`-profile branch servers preload so their fsyncs are no-ops
     /// (`preload`), when this host has it.
     fn fsync_free_library(&self) -> Option<PathBuf>;
+    /// The library Oracle MySQL servers preload so their start skips calibrating a timer
+    /// nothing reads (`preload`, `mysqld.skip_timer_calibration`), written out where the
+    /// servers can read it; None for MariaDB, when turned off, or where this build has none.
+    fn ticks_shim(&self) -> Result<Option<PathBuf>>;
     /// Creates a branch's runtime directory and its `tmp`, writable by the server's OS user.
     fn prepare_runtime_dir(&self, dir: &Path) -> Result<()>;
     /// Gives a branch's datadir to the server's OS user when another uid owns it (a

@@ -94,6 +94,7 @@ impl<'a> OneOff<'a> {
             crate::config::Profile::Test,
             true,
             super::preload::fsync_free_library().as_deref(),
+            binary.ticks_shim(flavour)?.as_deref(),
         ));
         cmd.arg(format!("--defaults-file={}", option_file.display()))
             .stdin(Stdio::null())

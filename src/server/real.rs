@@ -28,9 +28,10 @@ impl RealServer {
         client_user: String,
         client_password: String,
         version_cache: Option<PathBuf>,
+        ticks_shim_dir: Option<PathBuf>,
     ) -> Self {
         RealServer {
-            binary: ServerBinary::new(binary, user, version_cache),
+            binary: ServerBinary::new(binary, user, version_cache).with_ticks_shim(ticks_shim_dir),
             client_user,
             client_password,
         }
@@ -101,6 +102,14 @@ impl Server for RealServer {
 
     fn fsync_free_library(&self) -> Option<PathBuf> {
         super::preload::fsync_free_library()
+    }
+
+    fn ticks_shim(&self) -> Result<Option<PathBuf>> {
+        // A binary that cannot say what it is fails its start with that message instead.
+        match self.binary.flavour() {
+            Ok(flavour) => self.binary.ticks_shim(flavour),
+            Err(_) => Ok(None),
+        }
     }
 
     fn prepare_runtime_dir(&self, dir: &Path) -> Result<()> {

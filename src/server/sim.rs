@@ -166,6 +166,9 @@ impl Server for SimServer {
     fn fsync_free_library(&self) -> Option<PathBuf> {
         None
     }
+    fn ticks_shim(&self) -> Result<Option<PathBuf>> {
+        Ok(None)
+    }
     fn prepare_runtime_dir(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir)?;
         Ok(())

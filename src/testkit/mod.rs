@@ -331,12 +331,27 @@ impl TestEnv {
     /// Whether `branch`'s server runs with the fsync-free library loaded
     /// (`server::preload`).
     pub fn server_skips_fsync(&self, branch: &str) -> bool {
+        self.server_maps(branch, "libeatmydata")
+    }
+
+    /// Whether `branch`'s server runs with MySQL's start-up shim loaded (`server::preload`),
+    /// the one db-branch wrote under this root.
+    pub fn server_skips_timer_calibration(&self, branch: &str) -> bool {
+        let shim = self
+            .root
+            .join("lib")
+            .join(crate::server::preload::TICKS_SHIM_FILE);
+        self.server_maps(branch, &shim.display().to_string())
+    }
+
+    /// Whether a mapping of `branch`'s server names `needle`.
+    fn server_maps(&self, branch: &str, needle: &str) -> bool {
         let pid = self
             .server_pid_of(branch)
             .unwrap_or_else(|| panic!("no server runs for branch {branch}"));
         std::fs::read_to_string(format!("/proc/{pid}/maps"))
             .unwrap_or_default()
-            .contains("libeatmydata")
+            .contains(needle)
     }
 
     /// Pids of live processes started with an option file under this root.

@@ -22,6 +22,12 @@ fn create_write_reset_delete() {
         env.server_skips_fsync("feature-a"),
         db_branch::server::preload::fsync_free_library().is_some()
     );
+    // Oracle MySQL's servers skip their timer calibration (the shim db-branch writes to
+    // ROOT/lib); MariaDB's have nothing to skip.
+    assert_eq!(
+        env.server_skips_timer_calibration("feature-a"),
+        db_branch::testkit::server().mysql && db_branch::server::preload::ticks_shim_built()
+    );
 
     // Its own password: nobody logs in over TCP without it, and the server reads no file
     // outside the branch's own directory.

@@ -41,6 +41,11 @@ fn test_profile_relaxes_durability_and_durable_keeps_it() {
     assert_ne!(var(safe, "innodb_flush_method"), "nosync");
     assert_eq!(var(safe, "sync_binlog"), "1");
     assert!(!env.server_skips_fsync("safe"), "durable never skips fsync");
+    // The timer shim changes no durability: MySQL's servers load it in every profile.
+    let mysql =
+        db_branch::testkit::server().mysql && db_branch::server::preload::ticks_shim_built();
+    assert_eq!(env.server_skips_timer_calibration("fast"), mysql);
+    assert_eq!(env.server_skips_timer_calibration("safe"), mysql);
 
     // Asking for another profile on an existing branch is refused, not ignored.
     let out = env.run(&["create", "safe", "--profile", "test"]);

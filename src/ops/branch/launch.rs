@@ -12,8 +12,8 @@ use crate::supervisor::Launch;
 use anyhow::{Context, Result};
 
 /// `launch` with the memory limits the guard counted (`budget::Ceiling::limits`) and the
-/// environment of the branch's profile (`server::preload`).
-pub fn launch_for(host: &Host, record: &BranchRecord) -> Launch {
+/// environment of the branch's profile and server (`server::preload`).
+pub fn launch_for(host: &Host, record: &BranchRecord) -> Result<Launch> {
     let mut l = launch(host, &record.name);
     (l.memory_high, l.memory_max) = crate::ops::branch::budget::ceiling(host, record).limits();
     l.environment = preload::environment(
@@ -21,8 +21,9 @@ pub fn launch_for(host: &Host, record: &BranchRecord) -> Launch {
         record.profile,
         host.config.mysqld.skip_fsync,
         host.server.fsync_free_library().as_deref(),
+        host.server.ticks_shim()?.as_deref(),
     );
-    l
+    Ok(l)
 }
 
 pub fn server_spec(host: &Host, record: &BranchRecord) -> Result<ServerSpec> {
@@ -107,7 +108,7 @@ pub fn start(host: &Host, record: &BranchRecord) -> Result<()> {
     host.server
         .adopt_datadir(&host.storage.branch_datadir(&record.name))?;
     host.services
-        .start(&launch_for(host, record))
+        .start(&launch_for(host, record)?)
         .with_context(|| format!("starting the server of branch {}", record.name))
 }
 
