@@ -246,15 +246,25 @@ fn settle(env: &TestEnv) {
 }
 
 /// One claimant resetting its slot in place `runs` times (`Slot.reset()`: the reply comes
-/// when the slot is pristine and serving), a test's `gap` seconds before each; the times,
-/// in seconds.
-const HELPER_RESETS: &str = r#"import json, os, sys, time
-import db_branch_pool
+/// when the slot is pristine and serving), a test's `gap` seconds before each in which it
+/// changes rows of three tables (an UPDATE, a DELETE, an INSERT that moves a counter) over
+/// PyMySQL, as the slot's own account; the reset times, in seconds.
+const HELPER_RESETS: &str = r#"import json, os, sys, time, urllib.parse
+import db_branch_pool, pymysql
 
 slot = db_branch_pool.claim(sys.argv[1], wait=120, socket_file=os.environ["DB_BRANCH_POOL_SOCKET"])
 times = []
-for _ in range(int(sys.argv[2])):
-    time.sleep(float(sys.argv[3]))  # the test that used the slot
+for i in range(int(sys.argv[2])):
+    u = urllib.parse.urlparse(slot.url)
+    db = pymysql.connect(host=u.hostname, port=u.port, user=u.username,
+                         password=urllib.parse.unquote(u.password), database=u.path[1:],
+                         autocommit=True)
+    with db.cursor() as c:
+        c.execute("UPDATE t0 SET v = 'changed' WHERE id = 1")
+        c.execute("DELETE FROM t1 WHERE id = 2")
+        c.execute("INSERT INTO t2 (id, v, n) VALUES (%s, 'new', 0)", (100 + i,))
+    db.close()
+    time.sleep(float(sys.argv[3]))  # the rest of the test that used the slot
     t = time.perf_counter()
     slot.reset()
     times.append(time.perf_counter() - t)
@@ -392,7 +402,7 @@ pub fn section<P: std::borrow::Borrow<Pools>>(
         }
     }
     if rows.iter().any(|(_, p)| p.borrow().dense.is_some()) {
-        let _ = writeln!(d, "\nDense slots (`pool create --dense`): a pool of the seed schema, timed until `pool create` returns with every slot ready; what the memory guard holds for its servers (buffer pool and allowance each) and what they hold once made (RSS), as slots per GB. Then a schema of {RESET_TABLES} small tables (3 rows each), a slot reset in place through the Python helper (`Slot.reset()`, the reply comes when it serves pristine again), half a second of test between resets: a dense slot (its spare swapped in by one RENAME, the next spare made after the reply; its server untouched) beside a slot of an ordinary pool of the same generation (SIGKILL, roll back, start); and the dense slot reset back to back, each reset waiting for the spare its predecessor was still making.\n");
+        let _ = writeln!(d, "\nDense slots (`pool create --dense`): a pool of the seed schema, timed until `pool create` returns with every slot ready; what the memory guard holds for its servers (buffer pool and allowance each) and what they hold once made (RSS), as slots per GB. Then a schema of {RESET_TABLES} small tables (3 rows each), a slot reset in place through the Python helper (`Slot.reset()`, the reply comes when it serves pristine again), half a second of test between resets, in which it changes rows of three tables over PyMySQL (an UPDATE, a DELETE, an INSERT): a dense slot (its rows put back in place — small tables, schema unchanged — its server untouched) beside a slot of an ordinary pool of the same generation (SIGKILL, roll back, start); and the dense slot reset back to back.\n");
         let _ = writeln!(d, "| server | slots / per server / servers | made in (s) | guard holds (MB) | slots per GB (guard) | RSS (MB) | slots per GB (RSS) | resets | dense reset p50 / p99 (ms) | server reset p50 / p99 (ms) | dense, back to back p50 / p99 (ms) |\n|---|---|---|---|---|---|---|---|---|---|---|");
         for (server, p) in rows {
             let Some(x) = &p.borrow().dense else { continue };

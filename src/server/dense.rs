@@ -390,6 +390,153 @@ pub fn swap(
     Ok(Swap::Swapped)
 }
 
+/// What `reset_rows` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowReset {
+    /// The slot's tables hold the template's rows again, their counters set back.
+    Done,
+    /// Not done, and why: the slot needs a swap or a copy (nothing was changed).
+    Declined(String),
+}
+
+/// The `AUTO_INCREMENT=N` table option of a `SHOW CREATE TABLE` text, and the text
+/// without it. Table options follow the line that closes the column list (`\n) `), and
+/// the counter comes before any table comment, so text in a column's or the table's
+/// comment is never taken for it.
+fn split_counter(create: &str) -> (String, Option<u64>) {
+    let Some(options) = create.rfind("\n) ") else {
+        return (create.to_string(), None);
+    };
+    const KEY: &str = " AUTO_INCREMENT=";
+    let Some(at) = create[options..].find(KEY).map(|i| options + i) else {
+        return (create.to_string(), None);
+    };
+    let digits = &create[at + KEY.len()..];
+    let end = digits
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(digits.len());
+    let counter = digits[..end].parse().ok();
+    let rest = format!("{}{}", &create[..at], &digits[end..]);
+    (rest, counter)
+}
+
+/// Puts `slot`'s rows back as the template holds them, in place, where that is exact:
+/// the template's tables are all small (`LOGICAL_COPY_BYTES`: rewriting big ones costs
+/// more than a swap), and the slot's database still holds just those tables with the
+/// template's definitions (counters aside), its character set, and no view, routine,
+/// trigger or event. Then every table's rows are replaced by the template's in one
+/// transaction (foreign-key checks off, so the order does not matter) and the counters a
+/// test moved are set back — no DDL but those, where a swap is a `DROP`/`CREATE DATABASE`
+/// and a `RENAME` of every table, each a data-dictionary transaction on MySQL. A decline
+/// changes nothing; an error rolls back.
+pub fn reset_rows(
+    socket: &Path,
+    datadir: &Path,
+    template: &DenseTemplate,
+    slot: &DenseSlot,
+) -> Result<RowReset> {
+    let declined = |why: &str| Ok(RowReset::Declined(why.to_string()));
+    let from = datadir.join(&template.database);
+    let plan = plan(template, |name| {
+        std::fs::symlink_metadata(from.join(format!("{name}.ibd")))
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+    });
+    if !plan.imported.is_empty() {
+        return declined("the template has tables over 1 MiB");
+    }
+    let mut c = conn::admin(socket)?;
+    let what = format!("resetting the rows of {}", slot.database);
+    let state: Option<(String, String, u64)> = c
+        .exec_first(
+            "SELECT DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME, \
+             (SELECT COUNT(*) FROM information_schema.TABLES \
+              WHERE TABLE_SCHEMA = ? AND TABLE_TYPE <> 'BASE TABLE') \
+             + (SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ?) \
+             + (SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?) \
+             + (SELECT COUNT(*) FROM information_schema.EVENTS WHERE EVENT_SCHEMA = ?) \
+             FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+            vec![mysql::Value::from(&slot.database); 5],
+        )
+        .with_context(|| format!("{what}: reading what the database holds"))?;
+    let Some((charset, collation, others)) = state else {
+        return declined("the slot's database is gone");
+    };
+    if (charset.as_str(), collation.as_str())
+        != (template.charset.as_str(), template.collation.as_str())
+    {
+        return declined("the database's character set changed");
+    }
+    if others > 0 {
+        return declined("the database holds views, routines, triggers or events");
+    }
+    let names: Vec<String> = template.tables.iter().map(|t| t.name.clone()).collect();
+    if base_tables(&mut c, &slot.database)? != names {
+        return declined("tables were made, dropped or renamed");
+    }
+    let db = quote(&slot.database);
+    let mut counters = Vec::new();
+    for t in &template.tables {
+        let now: Option<(String, String)> = c
+            .query_first(format!("SHOW CREATE TABLE {db}.{}", quote(&t.name)))
+            .with_context(|| format!("{what}: reading the definition of {}", t.name))?;
+        let (now, now_counter) = split_counter(&now.map(|(_, s)| s).unwrap_or_default());
+        let (then, then_counter) = split_counter(&t.create);
+        if now != then {
+            return declined("a table's definition changed");
+        }
+        if now_counter != then_counter {
+            counters.push((&t.name, then_counter.unwrap_or(1)));
+        }
+    }
+    run(
+        &mut c,
+        &what,
+        "SET SESSION foreign_key_checks = 0, SESSION unique_checks = 0, \
+         SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO'"
+            .into(),
+    )?;
+    // Read committed: the template's rows are read without locking them, so slots of the
+    // same server reset at once do not wait on each other.
+    run(
+        &mut c,
+        &what,
+        "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED".into(),
+    )?;
+    run(&mut c, &what, "START TRANSACTION".into())?;
+    for t in &template.tables {
+        let table = quote(&t.name);
+        let columns = t
+            .columns
+            .iter()
+            .map(|col| quote(col))
+            .collect::<Vec<_>>()
+            .join(", ");
+        run(&mut c, &what, format!("DELETE FROM {db}.{table}"))?;
+        run(
+            &mut c,
+            &what,
+            format!(
+                "INSERT INTO {db}.{table} ({columns}) SELECT {columns} FROM {}.{table}",
+                quote(&template.database)
+            ),
+        )?;
+    }
+    run(&mut c, &what, "COMMIT".into())?;
+    for (name, counter) in counters {
+        run(
+            &mut c,
+            &what,
+            format!(
+                "ALTER TABLE {db}.{} AUTO_INCREMENT = {counter}",
+                quote(name)
+            ),
+        )?;
+    }
+    Ok(RowReset::Done)
+}
+
 /// Makes `database` a pristine copy of the template, whatever it held: small tables by
 /// `INSERT … SELECT`, the others by importing the template's tablespace files (`plan`).
 pub fn copy(socket: &Path, datadir: &Path, template: &DenseTemplate, database: &str) -> Result<()> {
@@ -537,6 +684,26 @@ mod tests {
             create: format!("CREATE TABLE `{name}` (id INT PRIMARY KEY)"),
             columns: vec!["id".into()],
         }
+    }
+
+    #[test]
+    fn the_counter_is_the_table_option_not_a_comment() {
+        let create = "CREATE TABLE `t` (\n  `id` int NOT NULL AUTO_INCREMENT COMMENT 'x AUTO_INCREMENT=7',\n  PRIMARY KEY (`id`)\n) ENGINE=InnoDB AUTO_INCREMENT=1000 DEFAULT CHARSET=utf8mb4 COMMENT=' AUTO_INCREMENT=9'";
+        let (rest, counter) = split_counter(create);
+        assert_eq!(counter, Some(1000));
+        assert_eq!(
+            rest,
+            create.replace(" AUTO_INCREMENT=1000", ""),
+            "only the option goes"
+        );
+        let plain =
+            "CREATE TABLE `t` (\n  `id` int NOT NULL\n) ENGINE=InnoDB DEFAULT CHARSET=latin1";
+        assert_eq!(split_counter(plain), (plain.to_string(), None));
+        // Definitions that differ only in their counters compare equal without them.
+        assert_eq!(
+            split_counter(&create.replace("=1000", "=1004")).0,
+            split_counter(create).0
+        );
     }
 
     #[test]

@@ -242,6 +242,16 @@ pub trait Server: Send + Sync {
         spare: &str,
         trash: &str,
     ) -> Result<dense::Swap>;
+    /// Puts `slot`'s rows back as the template (whose files are under `datadir`) holds
+    /// them, in place, where that is exact; declines, changing nothing, where it is not
+    /// (`dense::reset_rows`).
+    fn dense_reset_rows(
+        &self,
+        socket: &Path,
+        datadir: &Path,
+        template: &dense::DenseTemplate,
+        slot: &dense::DenseSlot,
+    ) -> Result<dense::RowReset>;
     /// Drops `database` if it exists.
     fn dense_drop(&self, socket: &Path, database: &str) -> Result<()>;
 }

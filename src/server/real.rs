@@ -84,6 +84,16 @@ impl Server for RealServer {
         super::dense::swap(socket, template, slot, spare, trash)
     }
 
+    fn dense_reset_rows(
+        &self,
+        socket: &Path,
+        datadir: &Path,
+        template: &super::dense::DenseTemplate,
+        slot: &super::dense::DenseSlot,
+    ) -> Result<super::dense::RowReset> {
+        super::dense::reset_rows(socket, datadir, template, slot)
+    }
+
     fn dense_drop(&self, socket: &Path, database: &str) -> Result<()> {
         super::dense::drop_database(socket, database)
     }

@@ -37,6 +37,8 @@ pub struct SimServer {
         Mutex<std::collections::BTreeMap<PathBuf, std::collections::BTreeSet<String>>>,
     /// Swaps done.
     pub dense_swaps: Mutex<usize>,
+    /// Set: `dense_reset_rows` resets rows (counted here) instead of declining.
+    pub dense_row_resets: Mutex<Option<usize>>,
     /// Set: `dense_template` refuses with this reason.
     pub dense_refusal: Mutex<Option<String>>,
     /// Per socket path: what `replica_status` says (set by `follow`; tests break it).
@@ -62,6 +64,7 @@ impl Default for SimServer {
             dense: Mutex::default(),
             dense_present: Mutex::default(),
             dense_swaps: Mutex::default(),
+            dense_row_resets: Mutex::default(),
             dense_refusal: Mutex::default(),
             replicas: Mutex::default(),
             pauses: Mutex::default(),
@@ -143,6 +146,22 @@ impl Server for SimServer {
         dbs.insert(trash.to_string());
         *self.dense_swaps.lock().unwrap() += 1;
         Ok(super::dense::Swap::Swapped)
+    }
+
+    fn dense_reset_rows(
+        &self,
+        _socket: &Path,
+        _datadir: &Path,
+        _template: &super::dense::DenseTemplate,
+        _slot: &super::dense::DenseSlot,
+    ) -> Result<super::dense::RowReset> {
+        Ok(match self.dense_row_resets.lock().unwrap().as_mut() {
+            Some(n) => {
+                *n += 1;
+                super::dense::RowReset::Done
+            }
+            None => super::dense::RowReset::Declined("the sim declines".into()),
+        })
     }
 
     fn dense_drop(&self, socket: &Path, database: &str) -> Result<()> {

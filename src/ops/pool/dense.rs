@@ -204,18 +204,26 @@ pub struct Refill<'a> {
     host: &'a Host,
     spec: PoolSpec,
     slot: usize,
+    /// The slot's used tables went to its trash database.
+    trash: bool,
+    /// The slot's spare was used up.
     spare: bool,
 }
 
 impl Refill<'_> {
     pub fn run(self) -> Result<()> {
+        if !self.trash && !self.spare {
+            return Ok(());
+        }
         let d = self.spec.dense.as_ref().expect("a dense pool");
         let k = d.server_index(self.slot);
         let _lock = server_lock(self.host, &self.spec, k)?;
         let server = Server::of(self.host, &self.spec, k);
-        self.host
-            .server
-            .dense_drop(&server.socket, &trash_database(self.slot))?;
+        if self.trash {
+            self.host
+                .server
+                .dense_drop(&server.socket, &trash_database(self.slot))?;
+        }
         if self.spare {
             let template = template(self.host, d, &server.name)?;
             server.make_spare(&template, self.slot)?;
@@ -225,9 +233,11 @@ impl Refill<'_> {
 }
 
 /// Slot `slot` pristine again, its server's other slots untouched: its account's sessions
-/// ended and its spare swapped in (one RENAME); without a spare, its copy remade in place.
-/// A server that is not up is first brought back to its `dense` checkpoint; one that is
-/// gone is made again. The returned `Refill` makes the next spare.
+/// ended, then its rows put back in place where that is exact (small tables, schema
+/// unchanged: `server::dense::reset_rows`), else its spare swapped in (one RENAME), else
+/// its copy remade in place. A server that is not up is first brought back to its `dense`
+/// checkpoint; one that is gone is made again. The returned `Refill` drops what a swap
+/// moved out and makes the next spare.
 pub fn reset_slot<'a>(host: &'a Host, spec: &PoolSpec, slot: usize) -> Result<Refill<'a>> {
     let d = spec.dense.as_ref().expect("a dense pool");
     let k = d.server_index(slot);
@@ -236,6 +246,7 @@ pub fn reset_slot<'a>(host: &'a Host, spec: &PoolSpec, slot: usize) -> Result<Re
         host,
         spec: spec.clone(),
         slot,
+        trash: true,
         spare,
     };
     if records::load(&host.layout, &name)?.is_none() {
@@ -267,6 +278,27 @@ pub fn reset_slot<'a>(host: &'a Host, spec: &PoolSpec, slot: usize) -> Result<Re
     host.server
         .dense_end_sessions(&server.socket, &account.user)
         .with_context(|| format!("ending the sessions of slot {slot} in {name}"))?;
+    // An error here rolled back: the swap below starts from the slot as the test left it.
+    match host
+        .server
+        .dense_reset_rows(&server.socket, &server.datadir, &template, &account)
+    {
+        Ok(crate::server::dense::RowReset::Done) => {
+            return Ok(Refill {
+                host,
+                spec: spec.clone(),
+                slot,
+                trash: false,
+                spare: false,
+            })
+        }
+        Ok(crate::server::dense::RowReset::Declined(_)) => {}
+        Err(e) => host.printer.warn(format!(
+            "slot {slot} of pool {}: putting its rows back failed, swapping in its spare: {}",
+            spec.name,
+            crate::report::chain_text(&e)
+        )),
+    }
     let swapped = host.server.dense_swap(
         &server.socket,
         &template,

@@ -737,6 +737,44 @@ mod tests {
     }
 
     #[test]
+    fn a_dense_slot_whose_rows_can_be_put_back_keeps_its_tables_and_spare() {
+        let sim = sim_host();
+        create_pool(&sim.host, &dense("ci", 2, 2)).unwrap();
+        *sim.server.dense_row_resets.lock().unwrap() = Some(0);
+        let a = claim_for(&sim.host, "ci", std::process::id()).unwrap();
+        let pool: PoolName = "ci".parse().unwrap();
+        release(&sim.host, &pool, a.slot).unwrap();
+        let spec = require(&sim.host, &pool).unwrap();
+        let s1 = sim.host.layout.socket(&"ci-s1".parse().unwrap());
+        let before = sim.server.dense_present.lock().unwrap()[&s1].clone();
+        let copies = sim.server.dense.lock().unwrap()[&s1].clone();
+        // Making each spare moved it in whole: those swaps are not resets.
+        let swaps = *sim.server.dense_swaps.lock().unwrap();
+        let refill = super::super::dense::reset_slot(&sim.host, &spec, a.slot).unwrap();
+        refill.run().unwrap();
+        assert_eq!(*sim.server.dense_row_resets.lock().unwrap(), Some(1));
+        assert_eq!(*sim.server.dense_swaps.lock().unwrap(), swaps, "no swap");
+        assert_eq!(
+            sim.server.dense_present.lock().unwrap()[&s1],
+            before,
+            "the spare is still there, nothing was moved"
+        );
+        assert_eq!(
+            sim.server.dense.lock().unwrap()[&s1],
+            copies,
+            "no copy made, before or after the reply"
+        );
+        // Declined: the swap, as before.
+        *sim.server.dense_row_resets.lock().unwrap() = None;
+        super::super::dense::reset_slot(&sim.host, &spec, a.slot)
+            .unwrap()
+            .run()
+            .unwrap();
+        // The slot's spare swapped in, the next one made and moved in whole.
+        assert_eq!(*sim.server.dense_swaps.lock().unwrap(), swaps + 2);
+    }
+
+    #[test]
     fn a_template_dense_slots_cannot_copy_is_refused_and_leaves_nothing() {
         let sim = sim_host();
         *sim.server.dense_refusal.lock().unwrap() = Some("it has events".into());
