@@ -298,27 +298,63 @@ fn reply_for(host: &Host, claimed: &claim::Claimed) -> Reply {
     )
 }
 
+/// How long a peer's account (name and groups) is reused before it is looked up again:
+/// claims come in bursts (a test run's workers at once), and each lookup reads the
+/// account databases (`/etc/passwd`, `/etc/group`, or whatever NSS asks). A user taken out
+/// of the users group is refused at most this long after.
+const PEER_ACCOUNT_TTL: Duration = Duration::from_secs(2);
+
 /// Who is at the other end, by the kernel's word: uid, primary and supplementary groups
 /// (from the account, as the bus's would be), pid.
 fn peer_of(stream: &UnixStream) -> Result<Caller> {
     let cred = nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerCredentials)
         .context("reading the connection's credentials")?;
-    let uid = cred.uid();
-    let name = crate::access::user_name(uid);
-    let listed = std::ffi::CString::new(name.clone())
-        .ok()
-        .and_then(|n| nix::unistd::getgrouplist(&n, nix::unistd::Gid::from_raw(cred.gid())).ok())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|g| g.as_raw())
-        .collect();
+    let (name, gids) = account_of(cred.uid(), cred.gid());
     Ok(Caller {
-        uid,
-        gids: crate::access::with_primary_first(uid, listed),
+        uid: cred.uid(),
+        gids,
         name,
         cwd: None,
         pid: u32::try_from(cred.pid()).ok(),
     })
+}
+
+/// A peer's name and groups (primary first): looked up, or as looked up less than
+/// `PEER_ACCOUNT_TTL` ago. Root needs no lookup: it may do anything whatever its groups.
+fn account_of(uid: u32, gid: u32) -> (String, Vec<u32>) {
+    type Accounts = std::collections::HashMap<(u32, u32), (std::time::Instant, String, Vec<u32>)>;
+    static ACCOUNTS: std::sync::Mutex<Option<Accounts>> = std::sync::Mutex::new(None);
+    if uid == 0 {
+        return ("root".into(), vec![gid]);
+    }
+    if let Some((at, name, gids)) = ACCOUNTS
+        .lock()
+        .unwrap()
+        .as_ref()
+        .and_then(|a| a.get(&(uid, gid)))
+    {
+        if at.elapsed() < PEER_ACCOUNT_TTL {
+            return (name.clone(), gids.clone());
+        }
+    }
+    let name = crate::access::user_name(uid);
+    let listed = std::ffi::CString::new(name.clone())
+        .ok()
+        .and_then(|n| nix::unistd::getgrouplist(&n, nix::unistd::Gid::from_raw(gid)).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|g| g.as_raw())
+        .collect();
+    let gids = crate::access::with_primary_first(uid, listed);
+    ACCOUNTS
+        .lock()
+        .unwrap()
+        .get_or_insert_with(Default::default)
+        .insert(
+            (uid, gid),
+            (std::time::Instant::now(), name.clone(), gids.clone()),
+        );
+    (name, gids)
 }
 
 #[cfg(test)]

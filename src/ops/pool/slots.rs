@@ -81,10 +81,15 @@ impl Lease {
 
     /// A lease this process holds for `connection` (the recycler serving the socket).
     pub fn of_connection(connection: ConnectionLease, now: DateTime<Utc>, uid: u32) -> Lease {
+        // This process's start time never changes: read once, not on every claim's path.
+        static STARTED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
         let me = std::process::id();
         Lease {
+            pid: me,
+            started: *STARTED.get_or_init(|| start_ticks(me).expect("this process runs")),
+            claimed_at: now,
+            uid: Some(uid),
             connection: Some(connection),
-            ..Lease::of(me, now, uid).expect("this process runs")
         }
     }
 
