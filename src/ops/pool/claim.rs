@@ -92,12 +92,19 @@ pub struct DeferredLease {
     /// The claim's latency, kept with the lease (after the reply, like it).
     layout: crate::layout::Layout,
     took: Duration,
+    /// Written by the recycler, which lives on: its latency sample joins the others of the
+    /// next second (`stats::observe_soon`) instead of a write of the statistics per claim.
+    in_recycler: bool,
 }
 
 impl DeferredLease {
     pub fn write(self) -> Result<()> {
         slots::write_lease(&self.dir, self.slot, &self.lease)?;
-        stats::observe(&self.layout, stats::Operation::Claim, self.took);
+        if self.in_recycler {
+            stats::observe_soon(&self.layout, stats::Operation::Claim, self.took);
+        } else {
+            stats::observe(&self.layout, stats::Operation::Claim, self.took);
+        }
         Ok(())
     }
 }
@@ -144,6 +151,7 @@ fn take(
                 lease: lease.clone(),
                 layout: host.layout.clone(),
                 took: now.elapsed(),
+                in_recycler,
             };
             let deferred = if in_recycler {
                 Some(deferred)
