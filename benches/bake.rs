@@ -17,8 +17,9 @@
 //!                      default collation, one by (tenant_id, id)
 //!   DBB_BENCH_RUNS     runs of each bake per point (default 1); peers run once
 //!   DBB_BENCH_METHODS  which methods each point runs, comma-separated (default all of
-//!                      tablespace,logical,dump-file,dump-pipe,dump-load,mydumper): at
-//!                      4 GB each peer is the better part of half an hour on 2 cores
+//!                      tablespace,logical,clone,dump-file,dump-pipe,dump-load,mydumper;
+//!                      clone on Oracle MySQL only): at 4 GB each peer is the better part
+//!                      of half an hour on 2 cores
 //!   DBB_BENCH_IMAGE    size of the btrfs image (default 64G; sparse)
 
 use db_branch::testkit::bench::{env_or, now_utc, which};
@@ -92,6 +93,8 @@ struct Point {
     mb: f64,
     tablespace: Option<Baked>,
     logical: Option<Baked>,
+    /// MySQL's `CLONE INSTANCE` (`--via clone`), Oracle MySQL only.
+    clone: Option<Baked>,
     dump_bake: Option<Baked>,
     dump_pipe: Option<f64>,
     /// `mariadb < dump` (`mysql < dump`), and how long the dump itself took.
@@ -100,9 +103,10 @@ struct Point {
 }
 
 /// The methods a point can run.
-const METHODS: [&str; 6] = [
+const METHODS: [&str; 7] = [
     "tablespace",
     "logical",
+    "clone",
     "dump-file",
     "dump-pipe",
     "dump-load",
@@ -256,6 +260,11 @@ impl Bench {
                 &[&url, "--databases", db, "--via", "logical", "--jobs", &jobs],
             )
         });
+        let clone = (self.runs("clone") && self.mysql).then(|| {
+            // The donor needs the plugin; the bake's recipient server loads its own.
+            sql(source, "INSTALL PLUGIN clone SONAME 'mysql_clone.so'");
+            self.bake(source_pid, &[&url, "--databases", db, "--via", "clone"])
+        });
         let dump_bake = self
             .runs("dump-file")
             .then(|| self.bake(source_pid, &[&from_file]));
@@ -306,6 +315,7 @@ impl Bench {
             mb,
             tablespace,
             logical,
+            clone,
             dump_bake,
             dump_pipe,
             dump_load,
@@ -443,8 +453,8 @@ fn main() {
     } else {
         ("mariadb-dump", "mariadb")
     };
-    println!("| data | bake: tablespace | bake: logical | bake: dump file | `{dumper} \\| {client}` | `{client} < dump` | mydumper + myloader | `dump \\| load` ÷ tablespace | `< dump` ÷ logical | mydumper+myloader ÷ logical |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("| data | bake: tablespace | bake: logical | bake: dump file | `{dumper} \\| {client}` | `{client} < dump` | mydumper + myloader | `dump \\| load` ÷ tablespace | `< dump` ÷ logical | mydumper+myloader ÷ logical | bake: clone | `dump \\| load` ÷ clone |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for p in &points {
         println!("{}", row(p));
     }
@@ -469,7 +479,7 @@ fn row(p: &Point) -> String {
         .dump_load
         .map_or("-".into(), |(l, took)| format!("{l:.1} (dump {took:.1})"));
     format!(
-        "| {} ({:.0} MB) | {} | {} | {} | {} | {load} | {my} | **{}** | **{}** | {} |",
+        "| {} ({:.0} MB) | {} | {} | {} | {} | {load} | {my} | **{}** | **{}** | {} | {} | {} |",
         p.label,
         p.mb,
         secs(wall(&p.tablespace)),
@@ -479,6 +489,8 @@ fn row(p: &Point) -> String {
         ratio(p.dump_pipe, wall(&p.tablespace), 1),
         ratio(p.dump_load.map(|(l, _)| l), wall(&p.logical), 2),
         ratio(p.mydumper.map(|(d, l)| d + l), wall(&p.logical), 2),
+        secs(wall(&p.clone)),
+        ratio(p.dump_pipe, wall(&p.clone), 1),
     )
 }
 
@@ -488,6 +500,7 @@ fn profile(p: &Point, jobs: usize) -> String {
     for (name, b) in [
         ("tablespace", &p.tablespace),
         ("logical", &p.logical),
+        ("clone", &p.clone),
         ("dump file", &p.dump_bake),
     ] {
         let Some(b) = b else { continue };

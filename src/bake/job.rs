@@ -185,6 +185,10 @@ pub struct BakeSummary {
     /// index)`, `db.t (partitioned)`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub copied_as_rows: Vec<String>,
+    /// How many small tables the tablespace path copied as rows because that is faster than
+    /// importing them (Oracle MySQL: `tablespace::SMALL_AS_ROWS_BYTES`); absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub small_as_rows: Option<usize>,
     /// Tables read as rows that were cut into key ranges for the readers, and big ones
     /// read whole with why (the logical path, and the tablespace path's rows).
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -472,6 +472,7 @@ impl Baker for SimBaker {
                 },
             ],
             source_gtid: req.for_follower.then(|| "0-1-42".to_string()),
+            small_as_rows: Some(3),
             ..Default::default()
         })
     }

@@ -59,6 +59,11 @@ impl Human for BakeReport {
                     .collect(),
             );
         }
+        if let Some(n) = self.summary.small_as_rows {
+            out += &format!(
+                "\n{n} small table(s) copied as rows (on this server faster than importing them)"
+            );
+        }
         if let Some(n) = self.summary.verified_tables {
             out += &format!("\nverified: {n} table(s) match the source");
         }
