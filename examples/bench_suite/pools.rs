@@ -106,7 +106,7 @@ pub fn measure(smoke: bool) -> Pools {
         }
         claims.push(summary(claimants, times));
     }
-    let helper = if db_branch::testkit::bench::which("python3") {
+    let helper = if Path::new("/usr/bin/python3").exists() {
         [1usize, 8]
             .iter()
             .map(|&n| summary(n, helper_claims(&env, "p", n, rounds * 2)))
@@ -142,7 +142,9 @@ pub fn measure(smoke: bool) -> Pools {
         eprintln!("suite: python3-pytest-xdist or python3-pymysql missing: the pytest comparison is left out");
         Vec::new()
     };
-    let dense = db_branch::testkit::bench::which("python3").then(|| dense(&env, smoke));
+    let dense = Path::new("/usr/bin/python3")
+        .exists()
+        .then(|| dense(&env, smoke));
     Pools {
         create_16,
         claims,
@@ -249,16 +251,16 @@ fn settle(env: &TestEnv) {
 /// when the slot is pristine and serving), a test's `gap` seconds before each in which it
 /// changes rows of three tables (an UPDATE, a DELETE, an INSERT that moves a counter) over
 /// PyMySQL, as the slot's own account; the reset times, in seconds.
-const HELPER_RESETS: &str = r#"import json, os, sys, time, urllib.parse
+const HELPER_RESETS: &str = r#"import json, os, sys, time
 import db_branch_pool, pymysql
 
 slot = db_branch_pool.claim(sys.argv[1], wait=120, socket_file=os.environ["DB_BRANCH_POOL_SOCKET"])
 times = []
 for i in range(int(sys.argv[2])):
-    u = urllib.parse.urlparse(slot.url)
-    db = pymysql.connect(host=u.hostname, port=u.port, user=u.username,
-                         password=urllib.parse.unquote(u.password), database=u.path[1:],
-                         autocommit=True)
+    e = slot.env
+    db = pymysql.connect(host=e["MYSQL_HOST"], port=int(e["MYSQL_TCP_PORT"]),
+                         user=e["MYSQL_USER"], password=e["MYSQL_PWD"],
+                         database=e.get("DB_DATABASE") or "app", autocommit=True)
     with db.cursor() as c:
         c.execute("UPDATE t0 SET v = 'changed' WHERE id = 1")
         c.execute("DELETE FROM t1 WHERE id = 2")
@@ -280,8 +282,9 @@ fn python(env: &TestEnv, pool: &str, script: &str, args: &[String]) -> Vec<f64> 
         .unwrap()
         .to_string();
     let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/python");
+    // Debian's, which has PyMySQL (scripts/install-deps), whatever else is first on PATH.
     let out = env
-        .with_db_branch_on_path(Path::new("python3"))
+        .with_db_branch_on_path(Path::new("/usr/bin/python3"))
         .arg("-c")
         .arg(script)
         .args(args)
