@@ -99,6 +99,10 @@ pub struct BranchRecord {
     /// never reset; `baseline cut` makes masked generations of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follows: Option<String>,
+    /// A dense pool's server (`pool create --dense`): how many slots it holds. The memory
+    /// guard counts each slot beyond the first (`memory::DENSE_SLOT_ALLOWANCE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense_slots: Option<u32>,
 }
 
 fn default_profile() -> Profile {
@@ -139,6 +143,7 @@ impl BranchRecord {
             checkpoints: Vec::new(),
             database: None,
             follows: None,
+            dense_slots: None,
         }
     }
 

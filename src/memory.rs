@@ -32,6 +32,14 @@ pub trait MemoryProbe: Send + Sync {
 /// memory (121 MB over the pool) in either profile, MySQL 9.7 304 MB in the test profile
 /// (176 MB over) and 360 MB in the durable one (232 MB over) — and what it takes stays
 /// taken. Each allowance adds 64 MB to that for clients sending larger statements.
+/// What each slot of a dense pool's server beyond the first adds to the server's ceiling:
+/// a slot is a client of its own, with its sessions, sorts and temporary tables. Measured
+/// (docs/memory.md): 16 slots of the seed schema on one server, each running a test-like
+/// loop at once (groupings, a sorted join, a temporary table, updates and inserts) for
+/// 20 s, took 4.4 MiB (MariaDB 10.11) and 7.0 MiB (MySQL 9.7) more per slot at their
+/// peak than one slot did; twice the larger.
+pub const DENSE_SLOT_ALLOWANCE: u64 = 16 << 20;
+
 pub fn measured_allowance(family: Family, profile: Profile) -> u64 {
     match (family, profile) {
         (Family::Mariadb, _) => 192 << 20,

@@ -19,6 +19,7 @@ pub fn run(host: &Host, args: &CreateArgs) -> Result<()> {
         database: args.database.clone(),
         seed: None,
         follows: None,
+        dense_slots: None,
     };
     let created = create(host, &opts)?;
     let name = &created.record.name;

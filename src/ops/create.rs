@@ -50,6 +50,8 @@ pub struct CreateOptions {
     pub seed: Option<(Generation, crate::flavour::Flavour)>,
     /// The source a follower replicates (recorded as `follows`).
     pub follows: Option<String>,
+    /// A dense pool's server: the slots it will hold, which the memory guard counts.
+    pub dense_slots: Option<u32>,
 }
 
 impl CreateOptions {
@@ -68,6 +70,7 @@ impl CreateOptions {
             database: None,
             seed: None,
             follows: None,
+            dense_slots: None,
         }
     }
 }
@@ -194,6 +197,7 @@ fn create_timed(host: &Host, opts: &CreateOptions) -> Result<Created> {
     record.expires_at = expires_at;
     record.database = database;
     record.follows = opts.follows.clone();
+    record.dense_slots = opts.dense_slots;
     record.parent = opts.from.as_ref().map(|f| Parent::Branch {
         name: f.name.clone(),
         checkpoint: f.checkpoint.clone(),

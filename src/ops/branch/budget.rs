@@ -64,6 +64,10 @@ pub fn ceiling(host: &Host, record: &BranchRecord) -> Ceiling {
         Allowance::Size(s) => s.bytes(),
         Allowance::Auto => measured_allowance(family(host, record), record.profile),
     };
+    // A dense pool's server serves a client per slot.
+    let slots = u64::from(record.dense_slots.unwrap_or(1).max(1));
+    let allowance =
+        allowance.saturating_add((slots - 1).saturating_mul(crate::memory::DENSE_SLOT_ALLOWANCE));
     let pool_growth = if host.storage.ram_backed() {
         host.config.memory.ram_pool_growth.bytes()
     } else {

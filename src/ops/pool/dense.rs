@@ -160,7 +160,8 @@ pub fn make_server(host: &Host, spec: &PoolSpec, k: usize) -> Result<()> {
     let _lock = server_lock(host, spec, k)?;
     let name = server_branch(&spec.name, k);
     let fresh = records::load(&host.layout, &name)?.is_none();
-    make_branch(host, spec, &name)?;
+    let slots = u32::try_from(d.slots_of(k, spec.size).count()).unwrap_or(u32::MAX);
+    make_branch(host, spec, &name, Some(slots))?;
     forget_template(host, &name);
     let template = match template(host, d, &name) {
         Ok(t) => t,

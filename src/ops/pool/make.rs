@@ -14,11 +14,17 @@ use anyhow::Result;
 
 /// Makes slot `n` of a pool: an ordinary branch, labelled, protected, never expiring.
 pub fn make_slot(host: &Host, spec: &PoolSpec, n: usize) -> Result<()> {
-    make_branch(host, spec, &slot_branch(&spec.name, n))
+    make_branch(host, spec, &slot_branch(&spec.name, n), None)
 }
 
-/// Makes branch `name` of a pool (a slot's, or a dense server's) as `make_slot` says.
-pub fn make_branch(host: &Host, spec: &PoolSpec, name: &BranchName) -> Result<()> {
+/// Makes branch `name` of a pool (a slot's, or a dense server's holding `dense_slots`) as
+/// `make_slot` says.
+pub fn make_branch(
+    host: &Host,
+    spec: &PoolSpec,
+    name: &BranchName,
+    dense_slots: Option<u32>,
+) -> Result<()> {
     let name = name.clone();
     let is_ours =
         |r: &crate::branch::BranchRecord| r.labels.get(POOL_LABEL) == Some(&spec.name.to_string());
@@ -47,6 +53,7 @@ pub fn make_branch(host: &Host, spec: &PoolSpec, name: &BranchName) -> Result<()
                 value: spec.name.to_string(),
             }],
             expiry: ExpiryRequest::Unset,
+            dense_slots,
             ..CreateOptions::named(name.clone())
         },
     )?;

@@ -56,8 +56,8 @@ pub struct ServerRow {
     pub port: Option<u16>,
     /// Its slots, first to last.
     pub slots: Vec<usize>,
-    /// What the memory guard holds for it once warm (buffer pool and allowance), bytes:
-    /// the whole server's, however many slots it holds.
+    /// What the memory guard holds for it once warm (buffer pool and allowance, and
+    /// `memory::DENSE_SLOT_ALLOWANCE` for each slot beyond its first), bytes.
     pub memory_bytes: Option<u64>,
     /// What its server holds now (resident), bytes; None when it is not running.
     pub rss_bytes: Option<u64>,
@@ -660,7 +660,19 @@ mod tests {
                 ("ci-s3", vec![5])
             ]
         );
-        assert!(report.servers.iter().all(|s| s.memory_bytes.is_some()));
+        // The guard counts what each server holds: a slot's allowance for each beyond
+        // its first (two slots in ci-s1 and ci-s2, one in ci-s3).
+        let memory: Vec<u64> = report
+            .servers
+            .iter()
+            .map(|s| s.memory_bytes.unwrap())
+            .collect();
+        assert_eq!(memory[0], memory[1]);
+        assert_eq!(
+            memory[0] - memory[2],
+            crate::memory::DENSE_SLOT_ALLOWANCE,
+            "{memory:?}"
+        );
         assert_eq!(report.slots[3].database.as_deref(), Some("shop_4"));
         assert_eq!(report.slots[3].branch, "ci-s2");
         // One copy of each slot's database in its own server, and one for its spare (built
