@@ -61,6 +61,17 @@ pub fn plan<'a>(template: &'a DenseTemplate, size: impl Fn(&str) -> Option<u64>)
     CopyPlan { logical, imported }
 }
 
+/// `plan` by the sizes of the template's files under `datadir`.
+fn plan_in<'a>(datadir: &Path, template: &'a DenseTemplate) -> CopyPlan<'a> {
+    let from = datadir.join(&template.database);
+    plan(template, |name| {
+        std::fs::symlink_metadata(from.join(format!("{name}.ibd")))
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+    })
+}
+
 /// One slot's copy: its database and the account that reaches only it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DenseSlot {
@@ -390,6 +401,36 @@ pub fn swap(
     Ok(Swap::Swapped)
 }
 
+/// A session's settings for copying rows: no foreign-key or unique checks (rows come from
+/// the template as they are), and NO_AUTO_VALUE_ON_ZERO: a row whose AUTO_INCREMENT key is
+/// 0 is copied as 0, not given the next number (as mysqldump's files say too).
+fn copying_session(c: &mut mysql::Conn, what: &str) -> Result<()> {
+    run(
+        c,
+        what,
+        "SET SESSION foreign_key_checks = 0, SESSION unique_checks = 0, \
+         SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO'"
+            .into(),
+    )
+}
+
+/// `INSERT … SELECT` of template table `t`'s rows into the table of that name in
+/// `database`: every column but generated ones, which the server computes again.
+fn fill_sql(template: &DenseTemplate, t: &TemplateTable, database: &str) -> String {
+    let columns = t
+        .columns
+        .iter()
+        .map(|col| quote(col))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let table = quote(&t.name);
+    format!(
+        "INSERT INTO {}.{table} ({columns}) SELECT {columns} FROM {}.{table}",
+        quote(database),
+        quote(&template.database)
+    )
+}
+
 /// What `reset_rows` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RowReset {
@@ -436,14 +477,7 @@ pub fn reset_rows(
     slot: &DenseSlot,
 ) -> Result<RowReset> {
     let declined = |why: &str| Ok(RowReset::Declined(why.to_string()));
-    let from = datadir.join(&template.database);
-    let plan = plan(template, |name| {
-        std::fs::symlink_metadata(from.join(format!("{name}.ibd")))
-            .ok()
-            .filter(|m| m.is_file())
-            .map(|m| m.len())
-    });
-    if !plan.imported.is_empty() {
+    if !plan_in(datadir, template).imported.is_empty() {
         return declined("the template has tables over 1 MiB");
     }
     let mut c = conn::admin(socket)?;
@@ -490,13 +524,7 @@ pub fn reset_rows(
             counters.push((&t.name, then_counter.unwrap_or(1)));
         }
     }
-    run(
-        &mut c,
-        &what,
-        "SET SESSION foreign_key_checks = 0, SESSION unique_checks = 0, \
-         SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO'"
-            .into(),
-    )?;
+    copying_session(&mut c, &what)?;
     // Read committed: the template's rows are read without locking them, so slots of the
     // same server reset at once do not wait on each other.
     run(
@@ -506,22 +534,12 @@ pub fn reset_rows(
     )?;
     run(&mut c, &what, "START TRANSACTION".into())?;
     for t in &template.tables {
-        let table = quote(&t.name);
-        let columns = t
-            .columns
-            .iter()
-            .map(|col| quote(col))
-            .collect::<Vec<_>>()
-            .join(", ");
-        run(&mut c, &what, format!("DELETE FROM {db}.{table}"))?;
         run(
             &mut c,
             &what,
-            format!(
-                "INSERT INTO {db}.{table} ({columns}) SELECT {columns} FROM {}.{table}",
-                quote(&template.database)
-            ),
+            format!("DELETE FROM {db}.{}", quote(&t.name)),
         )?;
+        run(&mut c, &what, fill_sql(template, t, &slot.database))?;
     }
     run(&mut c, &what, "COMMIT".into())?;
     for (name, counter) in counters {
@@ -543,15 +561,7 @@ pub fn copy(socket: &Path, datadir: &Path, template: &DenseTemplate, database: &
     let mut c = conn::admin(socket)?;
     let db = quote(database);
     let what = format!("making dense slot database {database}");
-    // NO_AUTO_VALUE_ON_ZERO: a row whose AUTO_INCREMENT key is 0 is copied as 0, not given
-    // the next number (as mysqldump's files say too).
-    run(
-        &mut c,
-        &what,
-        "SET SESSION foreign_key_checks = 0, SESSION unique_checks = 0, \
-         SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO'"
-            .into(),
-    )?;
+    copying_session(&mut c, &what)?;
     run(&mut c, &what, format!("DROP DATABASE IF EXISTS {db}"))?;
     run(
         &mut c,
@@ -562,31 +572,10 @@ pub fn copy(socket: &Path, datadir: &Path, template: &DenseTemplate, database: &
         ),
     )?;
     run(&mut c, &what, format!("USE {db}"))?;
-    let from = datadir.join(&template.database);
-    let plan = plan(template, |name| {
-        std::fs::symlink_metadata(from.join(format!("{name}.ibd")))
-            .ok()
-            .filter(|m| m.is_file())
-            .map(|m| m.len())
-    });
+    let plan = plan_in(datadir, template);
     for t in &plan.logical {
         run(&mut c, &what, t.create.clone())?;
-        let columns = t
-            .columns
-            .iter()
-            .map(|col| quote(col))
-            .collect::<Vec<_>>()
-            .join(", ");
-        run(
-            &mut c,
-            &what,
-            format!(
-                "INSERT INTO {} ({columns}) SELECT {columns} FROM {}.{}",
-                quote(&t.name),
-                quote(&template.database),
-                quote(&t.name)
-            ),
-        )?;
+        run(&mut c, &what, fill_sql(template, t, database))?;
     }
     if plan.imported.is_empty() {
         return Ok(());
