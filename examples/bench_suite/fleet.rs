@@ -107,6 +107,13 @@ pub fn section<F: std::borrow::Borrow<Fleet>>(
     d
 }
 
+/// The section of `doc` between `begin` and `end`, markers included, if it has one.
+pub fn section_of<'a>(doc: &'a str, (begin, end): (&str, &str)) -> Option<&'a str> {
+    let b = doc.find(begin)?;
+    let e = doc[b..].find(end)? + b;
+    Some(&doc[b..e + end.len()])
+}
+
 /// `doc` with its section between `begin` and `end` replaced by `section` (which carries
 /// the markers), or `section` added at the end.
 pub fn splice(doc: &str, (begin, end): (&str, &str), section: &str) -> String {

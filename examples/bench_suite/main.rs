@@ -813,7 +813,15 @@ fn main() {
     std::fs::create_dir_all(&o.out).unwrap();
     let svg = o.out.join("benchmarks-scaling.svg");
     chart(&svg, &results);
-    std::fs::write(o.out.join("benchmarks.md"), document(&o, &results)).unwrap();
+    // The start-up section is measured only by `--only startup` (a run of its own, which
+    // says so): a whole run keeps it rather than dropping it.
+    let path = o.out.join("benchmarks.md");
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    let mut doc = document(&o, &results);
+    if let Some(kept) = fleet::section_of(&old, (startup::BEGIN, startup::END)) {
+        doc = fleet::splice(&doc, (startup::BEGIN, startup::END), &format!("{kept}\n"));
+    }
+    std::fs::write(&path, doc).unwrap();
     eprintln!(
         "suite: wrote {} and {}",
         o.out.join("benchmarks.md").display(),
