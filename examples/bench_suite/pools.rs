@@ -409,8 +409,8 @@ pub fn section<P: std::borrow::Borrow<Pools>>(
         let _ = writeln!(d, "| server | slots / per server / servers | made in (s) | guard holds (MB) | slots per GB (guard) | RSS (MB) | slots per GB (RSS) | resets | dense reset p50 / p99 (ms) | server reset p50 / p99 (ms) | dense, back to back p50 / p99 (ms) |\n|---|---|---|---|---|---|---|---|---|---|---|");
         for (server, p) in rows {
             let Some(x) = &p.borrow().dense else { continue };
-            let per_gb =
-                |bytes: u64| x.slots as f64 / (bytes as f64 / (1u64 << 30) as f64).max(1e-9);
+            // GB as the MB beside it: 10^9 bytes.
+            let per_gb = |bytes: u64| x.slots as f64 / (bytes as f64 / 1e9).max(1e-9);
             let _ = writeln!(
                 d,
                 "| {server} | {} / {} / {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.1} | {} | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} / {:.0} |",
