@@ -107,25 +107,29 @@ pub fn section<F: std::borrow::Borrow<Fleet>>(
     d
 }
 
+/// Where `doc`'s section between `begin` and `end` starts and ends, markers included.
+fn span(doc: &str, (begin, end): (&str, &str)) -> Option<(usize, usize)> {
+    match (doc.find(begin), doc.find(end)) {
+        (Some(b), Some(e)) if e > b => Some((b, e + end.len())),
+        _ => None,
+    }
+}
+
 /// The section of `doc` between `begin` and `end`, markers included, if it has one.
-pub fn section_of<'a>(doc: &'a str, (begin, end): (&str, &str)) -> Option<&'a str> {
-    let b = doc.find(begin)?;
-    let e = doc[b..].find(end)? + b;
-    Some(&doc[b..e + end.len()])
+pub fn section_of<'a>(doc: &'a str, markers: (&str, &str)) -> Option<&'a str> {
+    span(doc, markers).map(|(b, e)| &doc[b..e])
 }
 
 /// `doc` with its section between `begin` and `end` replaced by `section` (which carries
 /// the markers), or `section` added at the end.
-pub fn splice(doc: &str, (begin, end): (&str, &str), section: &str) -> String {
-    match (doc.find(begin), doc.find(end)) {
-        (Some(b), Some(e)) if e > b => {
-            format!(
-                "{}{}{}",
-                &doc[..b],
-                section,
-                &doc[e + end.len()..].trim_start_matches('\n')
-            )
-        }
+pub fn splice(doc: &str, markers: (&str, &str), section: &str) -> String {
+    match span(doc, markers) {
+        Some((b, e)) => format!(
+            "{}{}{}",
+            &doc[..b],
+            section,
+            doc[e..].trim_start_matches('\n')
+        ),
         _ => format!("{}\n{section}", doc.trim_end()),
     }
 }
