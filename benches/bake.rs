@@ -136,7 +136,7 @@ impl Bench {
 
     fn bake(&self, source_pid: u32, args: &[&str]) -> Baked {
         let mut best: Option<Baked> = None;
-        for _ in 0..self.runs {
+        for run in 0..self.runs {
             let (c0, s0) = (children_cpu(), cpu_of(source_pid));
             let t = Instant::now();
             let mut a = vec!["bake", "--from"];
@@ -179,6 +179,13 @@ impl Bench {
                 baker_cpu: children_cpu() - c0,
                 source_cpu: cpu_of(source_pid) - s0,
             };
+            eprintln!(
+                "bench: bake {} run {}: {:.1} s ({})",
+                b.path,
+                run + 1,
+                b.wall,
+                b.phases
+            );
             // Only the newest generation and the ones branches use are kept: room for
             // the next bake.
             self.env.run_ok(&["baseline", "prune", "--yes"]);

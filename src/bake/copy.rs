@@ -1,7 +1,9 @@
-//! The logical path: tables created `--jobs` at a time (big ones with their primary key
-//! only), rows copied by N parallel readers over key ranges (`ranges.rs`) from one
-//! consistent snapshot, then the big tables' secondary indexes and every foreign key. Also the table list. The tablespace path uses it for the tables
-//! whose files cannot be imported.
+//! The logical path: tables created on twice `--jobs` connections (big ones with their primary key
+//! only), each small table's rows copied right after its `CREATE` by the same worker, big
+//! tables' rows by N parallel readers over key ranges (`ranges.rs`) — all from one consistent
+//! snapshot — then the big tables' secondary indexes and every foreign key. Also the table
+//! list. The tablespace path uses it for the tables whose files cannot be imported (and, on
+//! Oracle MySQL, the small ones).
 
 use super::ddl::split_create_table_with;
 use super::job::{check_cancel, BakeRequest, BakeSummary, Phases, TableSplit};
@@ -12,10 +14,11 @@ use crate::error::usage;
 use crate::server::oneoff::OneOff;
 use crate::sql::quote;
 use anyhow::{anyhow, Context, Result};
+use mysql::consts::ColumnType;
 use mysql::prelude::Queryable;
 use mysql::Value;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 pub use super::table::Table;
@@ -265,9 +268,13 @@ pub fn add_deferred(
 }
 
 /// Creates `tables` on the target (big ones with their primary key only, small ones with
-/// their indexes), `--jobs` at a time; copies their rows with `readers` (transactions
-/// opened at one moment: `snapshot::open`), big tables cut into key ranges; then adds the
-/// big tables' other indexes and every foreign key. The databases exist already.
+/// their indexes) and copies their rows with `readers` (transactions opened at one moment:
+/// `snapshot::open`). Every reader takes tables in turn: it reads the definition, a writer
+/// of its own creates the table and, for a small table, copies its rows at once — so the
+/// source's work, the target's DDL and the rows overlap instead of waiting for each other
+/// (10,000 small tables on Oracle MySQL: docs/bake.md). Big tables are then cut into key
+/// ranges and copied by `req.jobs` of the readers; their other indexes and every foreign key
+/// come last. The databases exist already.
 pub fn copy(
     target: &OneOff,
     source: &mut mysql::Conn,
@@ -277,29 +284,8 @@ pub fn copy(
     phases: &mut Phases,
     summary: &mut BakeSummary,
 ) -> Result<()> {
-    let jobs = readers.len().max(1);
-    phases.start("create tables", 0);
-    let mut deferred = Vec::new();
-    let mut creates = Vec::new();
-    for t in tables {
-        check_cancel(req.cancel)?;
-        let split = split_create_table_with(&show_create_table(source, t)?, defers_indexes(t));
-        creates.push((t, split.base));
-        deferred.push(Deferred {
-            table: t.qualified(),
-            indexes: split.indexes,
-            foreign_keys: split.foreign_keys,
-        });
-    }
-    let progress = phases.progress;
-    let ddl = workers::for_ddl(jobs);
-    workers::on_target(target, ddl, &creates, req.cancel, &|conn, (t, create)| {
-        conn.query_drop(format!("USE {}", quote(&t.schema)))?;
-        conn.query_drop(create)
-            .with_context(|| format!("creating table {}", t.label()))?;
-        progress.advance(0, &t.label());
-        Ok(())
-    })?;
+    let jobs = req.jobs.max(1).min(readers.len().max(1));
+    phases.start("plan the copy", 0);
     let columns = stored_columns(source, tables)?;
 
     // Bounds from the readers' own moment and session (bytes as stored, UTC).
@@ -308,6 +294,7 @@ pub fn copy(
         .ok_or_else(|| anyhow!("no reader to plan the copy with"))?;
     let mut chunks: Vec<Chunk> = Vec::new();
     let mut key_of: Vec<Option<Vec<KeyColumn>>> = vec![None; tables.len()];
+    let mut at_once = vec![false; tables.len()];
     for (i, t) in tables.iter().enumerate() {
         check_cancel(req.cancel)?;
         match ranges::plan(planner, t, jobs * 4, SPLIT_MIN_ROWS)
@@ -322,11 +309,15 @@ pub fn copy(
                         whole_because: Some(why),
                     });
                 }
-                chunks.push(Chunk {
-                    table: i,
-                    lo: None,
-                    hi: None,
-                });
+                if defers_indexes(t) {
+                    chunks.push(Chunk {
+                        table: i,
+                        lo: None,
+                        hi: None,
+                    });
+                } else {
+                    at_once[i] = true;
+                }
             }
             Split::Ranges { key, by, bounds } => {
                 summary.splits.push(TableSplit {
@@ -353,14 +344,32 @@ pub fn copy(
             }
         }
     }
+
+    let small_bytes: u64 = tables
+        .iter()
+        .zip(&at_once)
+        .filter(|(_, small)| **small)
+        .map(|(t, _)| t.bytes)
+        .sum();
+    if at_once.contains(&true) {
+        phases.start("create tables, small ones with their rows", small_bytes);
+    } else {
+        phases.start("create tables", 0);
+    }
+    let created = create_tables(target, readers, tables, &columns, &at_once, req, phases)?;
+    summary.rows += created.rows;
+    summary.bytes += created.bytes;
+
     // Biggest tables first, so the last chunks to finish are small.
     chunks.sort_by_key(|c| std::cmp::Reverse(tables[c.table].bytes));
-    let total_bytes: u64 = tables.iter().map(|t| t.bytes).sum();
+    let total_bytes: u64 = tables.iter().map(|t| t.bytes).sum::<u64>() - small_bytes;
     phases.start("copy rows", total_bytes);
-
+    let progress = phases.progress;
     let queue = Mutex::new(chunks.into_iter().collect::<VecDeque<_>>());
     let rows_copied = AtomicU64::new(0);
     let bytes_copied = AtomicU64::new(0);
+    // The readers past `jobs` end their transactions here: big tables go `jobs` at a time.
+    let readers: Vec<mysql::Conn> = created.readers.into_iter().take(jobs).collect();
     std::thread::scope(|s| -> Result<()> {
         let workers: Vec<_> = readers
             .into_iter()
@@ -383,6 +392,7 @@ pub fn copy(
                             &columns[chunk.table],
                             key_of[chunk.table].as_deref(),
                             &chunk,
+                            Inserts::Prepared,
                         )
                         .with_context(|| format!("copying rows of {}", t.label()))?;
                         rows_copied.fetch_add(rows, Ordering::Relaxed);
@@ -401,13 +411,165 @@ pub fn copy(
     })?;
     summary.rows += rows_copied.into_inner();
     summary.bytes += bytes_copied.into_inner();
-    add_deferred(target, &deferred, jobs, phases, req.cancel)
+    add_deferred(target, &created.deferred, jobs, phases, req.cancel)
+}
+
+/// What `create_tables` leaves: the readers (their transactions still open), what is
+/// added after the rows, and the rows and bytes of the small tables it copied.
+struct Created {
+    readers: Vec<mysql::Conn>,
+    deferred: Vec<Deferred>,
+    rows: u64,
+    bytes: u64,
+}
+
+/// Every table created, one reader and a writer of its own per thread; the tables marked
+/// `at_once` are copied whole right after their `CREATE`, from the reader's transaction.
+/// The first error stops the other threads at their next table and is returned.
+fn create_tables(
+    target: &OneOff,
+    readers: Vec<mysql::Conn>,
+    tables: &[Table],
+    columns: &[Vec<String>],
+    at_once: &[bool],
+    req: &BakeRequest,
+    phases: &Phases,
+) -> Result<Created> {
+    let progress = phases.progress;
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let deferred: Mutex<Vec<Option<Deferred>>> = Mutex::new(tables.iter().map(|_| None).collect());
+    let rows = AtomicU64::new(0);
+    let bytes = AtomicU64::new(0);
+    let mut kept = Vec::new();
+    let mut first_error = None;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = readers
+            .into_iter()
+            .map(|mut reader| {
+                let (next, failed, deferred, rows, bytes) =
+                    (&next, &failed, &deferred, &rows, &bytes);
+                s.spawn(move || {
+                    let mut work = || -> Result<()> {
+                        let mut writer = target.conn()?;
+                        session(&mut writer, TARGET_SESSION)?;
+                        let mut schema_in_use: Option<&str> = None;
+                        loop {
+                            if failed.load(Ordering::Relaxed) {
+                                return Ok(());
+                            }
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(t) = tables.get(i) else {
+                                return Ok(());
+                            };
+                            check_cancel(req.cancel)?;
+                            let split = split_create_table_with(
+                                &show_create_table(&mut reader, t)?,
+                                defers_indexes(t),
+                            );
+                            if schema_in_use != Some(t.schema.as_str()) {
+                                writer.query_drop(format!("USE {}", quote(&t.schema)))?;
+                                schema_in_use = Some(t.schema.as_str());
+                            }
+                            writer
+                                .query_drop(&split.base)
+                                .with_context(|| format!("creating table {}", t.label()))?;
+                            let mut copied = 0;
+                            if at_once[i] {
+                                let whole = Chunk {
+                                    table: i,
+                                    lo: None,
+                                    hi: None,
+                                };
+                                let (r, b) = copy_chunk(
+                                    &mut reader,
+                                    &mut writer,
+                                    t,
+                                    &columns[i],
+                                    None,
+                                    &whole,
+                                    Inserts::Text,
+                                )
+                                .with_context(|| format!("copying rows of {}", t.label()))?;
+                                rows.fetch_add(r, Ordering::Relaxed);
+                                bytes.fetch_add(b, Ordering::Relaxed);
+                                copied = b;
+                            }
+                            deferred.lock().unwrap()[i] = Some(Deferred {
+                                table: t.qualified(),
+                                indexes: split.indexes,
+                                foreign_keys: split.foreign_keys,
+                            });
+                            progress.advance(copied, &t.label());
+                        }
+                    };
+                    let result = work();
+                    if result.is_err() {
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                    (reader, result)
+                })
+            })
+            .collect();
+        for h in handles {
+            match h.join() {
+                Ok((reader, result)) => {
+                    kept.push(reader);
+                    if let Err(e) = result {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                Err(_) => {
+                    first_error.get_or_insert_with(|| anyhow!("a bake worker panicked"));
+                }
+            }
+        }
+    });
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    Ok(Created {
+        readers: kept,
+        deferred: deferred
+            .into_inner()
+            .unwrap()
+            .into_iter()
+            .flatten()
+            .collect(),
+        rows: rows.into_inner(),
+        bytes: bytes.into_inner(),
+    })
 }
 
 /// Rows per INSERT: large enough to amortise the round trip, within the 65,535
 /// placeholders a prepared statement may have.
 fn rows_per_insert(columns: usize) -> usize {
     (65_535 / columns.max(1)).clamp(1, 2_000)
+}
+
+/// How a chunk's rows are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Inserts {
+    /// Prepared INSERTs of `rows_per_insert` rows, the statement reused: for big tables.
+    Prepared,
+    /// INSERTs with the values written out: for a small table, one statement sent once
+    /// instead of a prepare, an execution and a close on the target for every table.
+    Text,
+}
+
+/// A text INSERT is sent once it holds this much: well within the target's
+/// max_allowed_packet (64 MiB by default).
+const TEXT_INSERT_BYTES: usize = 4 << 20;
+
+/// `v` as an SQL literal for a session with `SET NAMES binary` and backslash escapes (the
+/// target session's sql_mode): bytes are written as they are, numbers so they read back
+/// exactly (a FLOAT as the double it equals).
+fn literal(v: &Value) -> String {
+    match v {
+        Value::Float(f) => format!("{:e}", f64::from(*f)),
+        Value::Double(d) => format!("{d:e}"),
+        other => other.as_sql(false),
+    }
 }
 
 fn copy_chunk(
@@ -417,6 +579,7 @@ fn copy_chunk(
     columns: &[String],
     key: Option<&[KeyColumn]>,
     chunk: &Chunk,
+    inserts: Inserts,
 ) -> Result<(u64, u64)> {
     let cols = columns
         .iter()
@@ -440,68 +603,140 @@ fn copy_chunk(
     }
     let per = rows_per_insert(columns.len());
     let row_sql = format!("({})", vec!["?"; columns.len()].join(", "));
-    let insert = |n: usize| {
-        format!(
-            "INSERT INTO {} ({cols}) VALUES {}",
-            t.qualified(),
-            vec![row_sql.as_str(); n].join(", ")
-        )
-    };
+    let head = format!("INSERT INTO {} ({cols}) VALUES ", t.qualified());
+    let insert = |n: usize| format!("{head}{}", vec![row_sql.as_str(); n].join(", "));
     // Prepared when a first full batch is ready: most small tables never fill one, and
     // preparing an INSERT of `per` rows for each of 10,000 tables cost more than their rows.
     let mut full_stmt: Option<mysql::Statement> = None;
     let mut batch: Vec<Value> = Vec::with_capacity(per * columns.len());
+    let mut text = String::new();
+    // Per column, whether it is MySQL's JSON (read from the first row's metadata).
+    let mut json: Option<Vec<bool>> = None;
     let mut in_batch = 0;
     let (mut rows, mut bytes) = (0u64, 0u64);
     let result = reader.exec_iter(sql, params)?;
     for row in result {
         let row = row?;
-        for v in row.unwrap() {
-            bytes += match &v {
-                Value::Bytes(b) => b.len() as u64,
-                _ => 8,
-            };
-            batch.push(v);
+        match inserts {
+            Inserts::Prepared => {
+                for v in row.unwrap() {
+                    bytes += value_bytes(&v);
+                    batch.push(v);
+                }
+            }
+            Inserts::Text => {
+                let json = json.get_or_insert_with(|| {
+                    row.columns_ref()
+                        .iter()
+                        .map(|c| c.column_type() == ColumnType::MYSQL_TYPE_JSON)
+                        .collect()
+                });
+                text.push_str(if in_batch == 0 { &head } else { ", " });
+                for (n, v) in row.unwrap().iter().enumerate() {
+                    bytes += value_bytes(v);
+                    text.push_str(if n == 0 { "(" } else { ", " });
+                    // MySQL makes no JSON value of a binary string (error 3144), and
+                    // under `SET NAMES binary` every plain literal is one: JSON text is
+                    // UTF-8, so it is written as such.
+                    if json.get(n) == Some(&true) && matches!(v, Value::Bytes(_)) {
+                        text.push_str("_utf8mb4");
+                    }
+                    text.push_str(&literal(v));
+                }
+                text.push(')');
+            }
         }
         in_batch += 1;
         rows += 1;
-        if in_batch == per {
-            let stmt = match full_stmt.take() {
-                Some(stmt) => stmt,
-                None => writer.prep(insert(per))?,
-            };
-            insert_retrying(writer, &stmt, std::mem::take(&mut batch))?;
-            full_stmt = Some(stmt);
-            in_batch = 0;
+        match inserts {
+            Inserts::Prepared if in_batch == per => {
+                let stmt = match full_stmt.take() {
+                    Some(stmt) => stmt,
+                    None => writer.prep(insert(per))?,
+                };
+                retrying(|| writer.exec_drop(&stmt, batch.clone()))?;
+                batch.clear();
+                full_stmt = Some(stmt);
+                in_batch = 0;
+            }
+            Inserts::Text if in_batch == per || text.len() >= TEXT_INSERT_BYTES => {
+                retrying(|| writer.query_drop(&text))?;
+                text.clear();
+                in_batch = 0;
+            }
+            _ => {}
         }
     }
     if in_batch > 0 {
-        let last = writer.prep(insert(in_batch))?;
-        insert_retrying(writer, &last, batch)?;
-        writer.close(last)?;
+        match inserts {
+            Inserts::Prepared => {
+                let last = writer.prep(insert(in_batch))?;
+                retrying(|| writer.exec_drop(&last, batch.clone()))?;
+                writer.close(last)?;
+            }
+            Inserts::Text => retrying(|| writer.query_drop(&text))?,
+        }
     }
     Ok((rows, bytes))
 }
 
+/// A value's share of the bytes the progress bar counts.
+fn value_bytes(v: &Value) -> u64 {
+    match v {
+        Value::Bytes(b) => b.len() as u64,
+        _ => 8,
+    }
+}
+
 /// Runs one batch INSERT, again when InnoDB chose it as a deadlock's victim or it waited
 /// out a lock (the statement was rolled back whole, so running it again is exact).
-fn insert_retrying(
-    writer: &mut mysql::Conn,
-    stmt: &mysql::Statement,
-    rows: Vec<Value>,
-) -> Result<()> {
+fn retrying(mut insert: impl FnMut() -> mysql::Result<()>) -> Result<()> {
     const ATTEMPTS: u64 = 5;
     let mut attempt = 1;
     loop {
         if attempt == ATTEMPTS {
-            return Ok(writer.exec_drop(stmt, rows)?);
+            return Ok(insert()?);
         }
-        match writer.exec_drop(stmt, rows.clone()) {
+        match insert() {
             Err(mysql::Error::MySqlError(e)) if matches!(e.code, 1213 | 1205) => {
                 std::thread::sleep(std::time::Duration::from_millis(20 * attempt));
                 attempt += 1;
             }
             other => return Ok(other?),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_read_back_as_the_values_they_were() {
+        // A FLOAT's value as the double it equals: parsed as a double and stored in a
+        // FLOAT column, it is that float again.
+        let f = 0.1f32;
+        let text = literal(&Value::Float(f));
+        assert_eq!(text.parse::<f64>().unwrap() as f32, f, "{text}");
+        for d in [0.1f64, 1e300, -2.5e-300, 123456789.0] {
+            let text = literal(&Value::Double(d));
+            assert!(
+                text.contains('e'),
+                "exponent form, never 300 digits: {text}"
+            );
+            assert_eq!(text.parse::<f64>().unwrap(), d, "{text}");
+        }
+        assert_eq!(literal(&Value::NULL), "NULL");
+        assert_eq!(literal(&Value::Int(-7)), "-7");
+        assert_eq!(
+            literal(&Value::Bytes(b"it's a \\ \0 test".to_vec())),
+            r"'it\'s a \\ \0 test'"
+        );
+        // Bytes that are not UTF-8 go as a hex literal: a binary string, byte for byte.
+        assert_eq!(literal(&Value::Bytes(vec![0xff, 0x00, 0x41])), "0xFF0041");
+        assert_eq!(
+            literal(&Value::Date(2026, 12, 6, 23, 5, 1, 42)),
+            "'2026-12-06 23:05:01.000042'"
+        );
     }
 }

@@ -379,9 +379,11 @@ fn carry_live(
                 summary,
             )?;
         } else {
+            // As many as the DDL has connections: each also reads definitions and copies
+            // small tables whole while its writer creates them (copy::copy).
             let snap = snapshot::open(
                 &url,
-                req.jobs.max(1),
+                workers::for_ddl(req.jobs),
                 req.verify,
                 snapshot::Freeze::GlobalReadLock,
             )?;

@@ -169,7 +169,13 @@ pub fn import(
     let snapshot = if list.tables.is_empty() {
         None
     } else {
-        let readers = if rows.is_empty() { 0 } else { req.jobs.max(1) };
+        // As many as the DDL has connections: each reader also reads definitions and
+        // copies small tables whole while its writer creates them (copy::copy).
+        let readers = if rows.is_empty() {
+            0
+        } else {
+            workers::for_ddl(req.jobs)
+        };
         let batch = export_batch(source)?;
         let copy = |tables: &[&Table]| {
             copy_files(

@@ -69,6 +69,7 @@ impl<'a> OneOff<'a> {
                 "innodb-sort-buffer-size=64M",
             ]
             .iter()
+            .chain(flavour.oneoff_flags())
             .chain(extra)
             .map(|s| s.to_string())
             .collect(),
