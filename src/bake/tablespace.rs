@@ -139,18 +139,16 @@ pub fn import(
         .iter()
         .partition(|t| by_file(t).is_ok() && !small_as_rows(&flavour, t));
     phases.start("create tables", 0);
-    let mut creates = Vec::with_capacity(files.len());
-    for t in &files {
-        check_cancel(req.cancel)?;
-        creates.push((*t, show_create_table(source, t)?));
-    }
     let progress = phases.progress;
-    workers::on_target(
+    // Each worker reads a definition from the source while the others create theirs.
+    workers::on_target_and_source(
         target,
+        url,
         workers::for_ddl(req.jobs),
-        &creates,
+        &files,
         req.cancel,
-        &|conn, (t, create)| {
+        &|conn, source, t| {
+            let create = show_create_table(source, t)?;
             conn.query_drop(format!("USE {}", quote(&t.schema)))?;
             conn.query_drop(create)
                 .with_context(|| format!("creating table {}", t.label()))?;

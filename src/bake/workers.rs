@@ -4,7 +4,7 @@
 //! host three-quarters idle: docs/bake.md).
 
 use super::job::check_cancel;
-use super::session::{session, TARGET_SESSION};
+use super::session::{connect_source, session, TARGET_SESSION};
 use crate::server::oneoff::OneOff;
 use anyhow::{anyhow, Result};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -26,6 +26,42 @@ pub fn on_target<T: Sync>(
     cancel: &AtomicBool,
     work: &(dyn Fn(&mut mysql::Conn, &T) -> Result<()> + Sync),
 ) -> Result<()> {
+    let open = || -> Result<mysql::Conn> {
+        let mut conn = target.conn()?;
+        session(&mut conn, TARGET_SESSION)?;
+        Ok(conn)
+    };
+    spread(jobs, items, cancel, &open, &|conn, item| work(conn, item))
+}
+
+/// `on_target` with a connection to the source beside each target connection: for work
+/// that reads from the source what it writes (a table's definition, then its `CREATE`).
+pub fn on_target_and_source<T: Sync>(
+    target: &OneOff,
+    source_url: &str,
+    jobs: usize,
+    items: &[T],
+    cancel: &AtomicBool,
+    work: &(dyn Fn(&mut mysql::Conn, &mut mysql::Conn, &T) -> Result<()> + Sync),
+) -> Result<()> {
+    let open = || -> Result<(mysql::Conn, mysql::Conn)> {
+        let mut conn = target.conn()?;
+        session(&mut conn, TARGET_SESSION)?;
+        Ok((conn, connect_source(source_url)?))
+    };
+    spread(jobs, items, cancel, &open, &|(target, source), item| {
+        work(target, source, item)
+    })
+}
+
+/// Every item to `work` on up to `jobs` threads, each with its own `open`ed connections.
+fn spread<T: Sync, C>(
+    jobs: usize,
+    items: &[T],
+    cancel: &AtomicBool,
+    open: &(dyn Fn() -> Result<C> + Sync),
+    work: &(dyn Fn(&mut C, &T) -> Result<()> + Sync),
+) -> Result<()> {
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let workers = jobs.max(1).min(items.len());
@@ -34,8 +70,7 @@ pub fn on_target<T: Sync>(
             .map(|_| {
                 s.spawn(|| -> Result<()> {
                     let run = || -> Result<()> {
-                        let mut conn = target.conn()?;
-                        session(&mut conn, TARGET_SESSION)?;
+                        let mut conn = open()?;
                         loop {
                             if failed.load(Ordering::Relaxed) {
                                 return Ok(());
