@@ -8,7 +8,6 @@
 use super::ddl::split_create_table_with;
 use super::job::{check_cancel, BakeRequest, BakeSummary, Phases, TableSplit};
 use super::ranges::{self, KeyColumn, Split};
-use super::session::{session, TARGET_SESSION};
 use super::workers;
 use crate::error::usage;
 use crate::server::oneoff::OneOff;
@@ -17,8 +16,7 @@ use anyhow::{anyhow, Context, Result};
 use mysql::consts::ColumnType;
 use mysql::prelude::Queryable;
 use mysql::Value;
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 pub use super::table::Table;
@@ -365,50 +363,40 @@ pub fn copy(
     let total_bytes: u64 = tables.iter().map(|t| t.bytes).sum::<u64>() - small_bytes;
     phases.start("copy rows", total_bytes);
     let progress = phases.progress;
-    let queue = Mutex::new(chunks.into_iter().collect::<VecDeque<_>>());
     let rows_copied = AtomicU64::new(0);
     let bytes_copied = AtomicU64::new(0);
-    // The readers past `jobs` end their transactions here: big tables go `jobs` at a time.
-    let readers: Vec<mysql::Conn> = created.readers.into_iter().take(jobs).collect();
-    std::thread::scope(|s| -> Result<()> {
-        let workers: Vec<_> = readers
-            .into_iter()
-            .map(|mut reader| {
-                let (queue, columns, key_of, rows_copied, bytes_copied) =
-                    (&queue, &columns, &key_of, &rows_copied, &bytes_copied);
-                s.spawn(move || -> Result<()> {
-                    let mut writer = target.conn()?;
-                    session(&mut writer, TARGET_SESSION)?;
-                    loop {
-                        let Some(chunk) = queue.lock().unwrap().pop_front() else {
-                            break;
-                        };
-                        check_cancel(req.cancel)?;
-                        let t = &tables[chunk.table];
-                        let (rows, bytes) = copy_chunk(
-                            &mut reader,
-                            &mut writer,
-                            t,
-                            &columns[chunk.table],
-                            key_of[chunk.table].as_deref(),
-                            &chunk,
-                            Inserts::Prepared,
-                        )
-                        .with_context(|| format!("copying rows of {}", t.label()))?;
-                        rows_copied.fetch_add(rows, Ordering::Relaxed);
-                        bytes_copied.fetch_add(bytes, Ordering::Relaxed);
-                        progress.advance(bytes, &t.label());
-                    }
-                    reader.query_drop("COMMIT")?;
-                    Ok(())
-                })
-            })
-            .collect();
-        for w in workers {
-            w.join().map_err(|_| anyhow!("a copy worker panicked"))??;
-        }
+    // The readers past `jobs` end their transactions here: big tables go `jobs` at a time;
+    // each reader gets a writer of its own with its first chunk.
+    let states: Vec<(mysql::Conn, Option<mysql::Conn>)> = created
+        .readers
+        .into_iter()
+        .take(jobs)
+        .map(|reader| (reader, None))
+        .collect();
+    let states = workers::spread_over(states, &chunks, req.cancel, &|(reader, writer), chunk| {
+        let writer = match writer {
+            Some(writer) => writer,
+            None => writer.insert(workers::target_conn(target)?),
+        };
+        let t = &tables[chunk.table];
+        let (rows, bytes) = copy_chunk(
+            reader,
+            writer,
+            t,
+            &columns[chunk.table],
+            key_of[chunk.table].as_deref(),
+            chunk,
+            Inserts::Prepared,
+        )
+        .with_context(|| format!("copying rows of {}", t.label()))?;
+        rows_copied.fetch_add(rows, Ordering::Relaxed);
+        bytes_copied.fetch_add(bytes, Ordering::Relaxed);
+        progress.advance(bytes, &t.label());
         Ok(())
     })?;
+    for (mut reader, _) in states {
+        reader.query_drop("COMMIT")?;
+    }
     summary.rows += rows_copied.into_inner();
     summary.bytes += bytes_copied.into_inner();
     add_deferred(target, &created.deferred, jobs, phases, req.cancel)
@@ -421,6 +409,14 @@ struct Created {
     deferred: Vec<Deferred>,
     rows: u64,
     bytes: u64,
+}
+
+/// One `create_tables` thread's connections: its reader, its writer (opened with its first
+/// table) and the database the writer is in.
+struct Creator {
+    reader: mysql::Conn,
+    writer: Option<mysql::Conn>,
+    schema: Option<String>,
 }
 
 /// Every table created, one reader and a writer of its own per thread; the tables marked
@@ -436,100 +432,64 @@ fn create_tables(
     phases: &Phases,
 ) -> Result<Created> {
     let progress = phases.progress;
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
     let deferred: Mutex<Vec<Option<Deferred>>> = Mutex::new(tables.iter().map(|_| None).collect());
     let rows = AtomicU64::new(0);
     let bytes = AtomicU64::new(0);
-    let mut kept = Vec::new();
-    let mut first_error = None;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = readers
-            .into_iter()
-            .map(|mut reader| {
-                let (next, failed, deferred, rows, bytes) =
-                    (&next, &failed, &deferred, &rows, &bytes);
-                s.spawn(move || {
-                    let mut work = || -> Result<()> {
-                        let mut writer = target.conn()?;
-                        session(&mut writer, TARGET_SESSION)?;
-                        let mut schema_in_use: Option<&str> = None;
-                        loop {
-                            if failed.load(Ordering::Relaxed) {
-                                return Ok(());
-                            }
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            let Some(t) = tables.get(i) else {
-                                return Ok(());
-                            };
-                            check_cancel(req.cancel)?;
-                            let split = split_create_table_with(
-                                &show_create_table(&mut reader, t)?,
-                                defers_indexes(t),
-                            );
-                            if schema_in_use != Some(t.schema.as_str()) {
-                                writer.query_drop(format!("USE {}", quote(&t.schema)))?;
-                                schema_in_use = Some(t.schema.as_str());
-                            }
-                            writer
-                                .query_drop(&split.base)
-                                .with_context(|| format!("creating table {}", t.label()))?;
-                            let mut copied = 0;
-                            if at_once[i] {
-                                let whole = Chunk {
-                                    table: i,
-                                    lo: None,
-                                    hi: None,
-                                };
-                                let (r, b) = copy_chunk(
-                                    &mut reader,
-                                    &mut writer,
-                                    t,
-                                    &columns[i],
-                                    None,
-                                    &whole,
-                                    Inserts::Text,
-                                )
-                                .with_context(|| format!("copying rows of {}", t.label()))?;
-                                rows.fetch_add(r, Ordering::Relaxed);
-                                bytes.fetch_add(b, Ordering::Relaxed);
-                                copied = b;
-                            }
-                            deferred.lock().unwrap()[i] = Some(Deferred {
-                                table: t.qualified(),
-                                indexes: split.indexes,
-                                foreign_keys: split.foreign_keys,
-                            });
-                            progress.advance(copied, &t.label());
-                        }
-                    };
-                    let result = work();
-                    if result.is_err() {
-                        failed.store(true, Ordering::Relaxed);
-                    }
-                    (reader, result)
-                })
-            })
-            .collect();
-        for h in handles {
-            match h.join() {
-                Ok((reader, result)) => {
-                    kept.push(reader);
-                    if let Err(e) = result {
-                        first_error.get_or_insert(e);
-                    }
-                }
-                Err(_) => {
-                    first_error.get_or_insert_with(|| anyhow!("a bake worker panicked"));
-                }
-            }
+    let states: Vec<Creator> = readers
+        .into_iter()
+        .map(|reader| Creator {
+            reader,
+            writer: None,
+            schema: None,
+        })
+        .collect();
+    let order: Vec<usize> = (0..tables.len()).collect();
+    let states = workers::spread_over(states, &order, req.cancel, &|c, &i| {
+        let t = &tables[i];
+        let split =
+            split_create_table_with(&show_create_table(&mut c.reader, t)?, defers_indexes(t));
+        let writer = match &mut c.writer {
+            Some(writer) => writer,
+            None => c.writer.insert(workers::target_conn(target)?),
+        };
+        if c.schema.as_deref() != Some(t.schema.as_str()) {
+            writer.query_drop(format!("USE {}", quote(&t.schema)))?;
+            c.schema = Some(t.schema.clone());
         }
-    });
-    if let Some(e) = first_error {
-        return Err(e);
-    }
+        writer
+            .query_drop(&split.base)
+            .with_context(|| format!("creating table {}", t.label()))?;
+        let mut copied = 0;
+        if at_once[i] {
+            let whole = Chunk {
+                table: i,
+                lo: None,
+                hi: None,
+            };
+            let (r, b) = copy_chunk(
+                &mut c.reader,
+                writer,
+                t,
+                &columns[i],
+                None,
+                &whole,
+                Inserts::Text,
+            )
+            .with_context(|| format!("copying rows of {}", t.label()))?;
+            rows.fetch_add(r, Ordering::Relaxed);
+            bytes.fetch_add(b, Ordering::Relaxed);
+            copied = b;
+        }
+        deferred.lock().unwrap()[i] = Some(Deferred {
+            table: t.qualified(),
+            indexes: split.indexes,
+            foreign_keys: split.foreign_keys,
+        });
+        progress.advance(copied, &t.label());
+        Ok(())
+    })?;
     Ok(Created {
-        readers: kept,
+        readers: states.into_iter().map(|c| c.reader).collect(),
         deferred: deferred
             .into_inner()
             .unwrap()

@@ -361,8 +361,7 @@ fn carry_live(
         let tables = listing?;
         summary.databases = tables.databases.clone();
         summary.tables = tables.tables.len();
-        let mut tconn = target.conn()?;
-        session(&mut tconn, TARGET_SESSION)?;
+        let mut tconn = workers::target_conn(target)?;
         copy::create_databases(&mut source, &mut tconn, &tables.databases)?;
         objects::create_sequences(&mut source, &mut tconn, &tables.sequences)?;
         if path == Via::Tablespace {

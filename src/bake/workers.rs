@@ -16,6 +16,13 @@ pub fn for_ddl(jobs: usize) -> usize {
     (jobs.max(1) * 2).min(16)
 }
 
+/// A connection to the one-off server with the session the bake writes under.
+pub fn target_conn(target: &OneOff) -> Result<mysql::Conn> {
+    let mut conn = target.conn()?;
+    session(&mut conn, TARGET_SESSION)?;
+    Ok(conn)
+}
+
 /// Runs `work` for every item, in order of the slice, on up to `jobs` connections (each
 /// with the target's session settings). The first error stops the others at their next
 /// item and is returned.
@@ -26,11 +33,7 @@ pub fn on_target<T: Sync>(
     cancel: &AtomicBool,
     work: &(dyn Fn(&mut mysql::Conn, &T) -> Result<()> + Sync),
 ) -> Result<()> {
-    let open = || -> Result<mysql::Conn> {
-        let mut conn = target.conn()?;
-        session(&mut conn, TARGET_SESSION)?;
-        Ok(conn)
-    };
+    let open = || target_conn(target);
     spread(jobs, items, cancel, &open, &|conn, item| work(conn, item))
 }
 
@@ -45,32 +48,54 @@ pub fn on_target_and_source<T: Sync>(
     work: &(dyn Fn(&mut mysql::Conn, &mut mysql::Conn, &T) -> Result<()> + Sync),
 ) -> Result<()> {
     let open = || -> Result<(mysql::Conn, mysql::Conn)> {
-        let mut conn = target.conn()?;
-        session(&mut conn, TARGET_SESSION)?;
-        Ok((conn, connect_source(source_url)?))
+        Ok((target_conn(target)?, connect_source(source_url)?))
     };
     spread(jobs, items, cancel, &open, &|(target, source), item| {
         work(target, source, item)
     })
 }
 
-/// Every item to `work` on up to `jobs` threads, each with its own `open`ed connections.
-fn spread<T: Sync, C>(
+/// Every item to `work` on up to `jobs` threads, each with its own `open`ed connections
+/// (opened when the thread takes its first item).
+fn spread<T: Sync, C: Send>(
     jobs: usize,
     items: &[T],
     cancel: &AtomicBool,
     open: &(dyn Fn() -> Result<C> + Sync),
     work: &(dyn Fn(&mut C, &T) -> Result<()> + Sync),
 ) -> Result<()> {
+    let threads = jobs.max(1).min(items.len());
+    let states: Vec<Option<C>> = (0..threads).map(|_| None).collect();
+    spread_over(states, items, cancel, &|state, item| {
+        let conn = match state {
+            Some(conn) => conn,
+            None => state.insert(open()?),
+        };
+        work(conn, item)
+    })?;
+    Ok(())
+}
+
+/// Every item to `work`, in order of the slice, on one thread per state in `states` (a
+/// thread's own connections), which come back once every item is done. The first error
+/// stops the other threads at their next item and is returned.
+pub fn spread_over<T: Sync, C: Send>(
+    states: Vec<C>,
+    items: &[T],
+    cancel: &AtomicBool,
+    work: &(dyn Fn(&mut C, &T) -> Result<()> + Sync),
+) -> Result<Vec<C>> {
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let workers = jobs.max(1).min(items.len());
-    std::thread::scope(|s| -> Result<()> {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                s.spawn(|| -> Result<()> {
-                    let run = || -> Result<()> {
-                        let mut conn = open()?;
+    let mut kept = Vec::with_capacity(states.len());
+    let mut first_error = None;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = states
+            .into_iter()
+            .map(|mut state| {
+                let (next, failed) = (&next, &failed);
+                s.spawn(move || {
+                    let mut run = || -> Result<()> {
                         loop {
                             if failed.load(Ordering::Relaxed) {
                                 return Ok(());
@@ -79,24 +104,33 @@ fn spread<T: Sync, C>(
                                 return Ok(());
                             };
                             check_cancel(cancel)?;
-                            work(&mut conn, item)?;
+                            work(&mut state, item)?;
                         }
                     };
                     let result = run();
                     if result.is_err() {
                         failed.store(true, Ordering::Relaxed);
                     }
-                    result
+                    (state, result)
                 })
             })
             .collect();
-        let mut first = Ok(());
         for h in handles {
-            let r = h.join().map_err(|_| anyhow!("a bake worker panicked"))?;
-            if first.is_ok() {
-                first = r;
+            match h.join() {
+                Ok((state, result)) => {
+                    kept.push(state);
+                    if let Err(e) = result {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                Err(_) => {
+                    first_error.get_or_insert_with(|| anyhow!("a bake worker panicked"));
+                }
             }
         }
-        first
-    })
+    });
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(kept),
+    }
 }
