@@ -198,6 +198,11 @@ pub struct BakeSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub export_batches: Option<usize>,
     pub masked: bool,
+    /// Where a live bake's persistent index statistics came from: `source` (its
+    /// `mysql.innodb_table_stats` and `innodb_index_stats` rows) or `analyzed` (computed by
+    /// the one-off server: the source user could not read them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub statistics: Option<super::stats::Statistics>,
     /// The server that made the baseline.
     pub server: Option<crate::flavour::Flavour>,
     /// The source's executed GTIDs at the bake's moment (MariaDB: `gtid_binlog_pos`;

@@ -15,6 +15,7 @@ pub mod session;
 pub mod snapshot;
 pub mod source;
 pub mod split;
+pub mod stats;
 pub mod table;
 pub mod tablespace;
 pub mod verify;
@@ -296,7 +297,20 @@ fn start_target<'s>(
     let flavour = binary.flavour()?;
     match origin {
         Origin::Fresh => {
-            let t = OneOff::start(binary, flavour, req.datadir, req.work, ByteSize::mib(512))?;
+            // A live source's statistics are carried afterwards (stats::carry); a dump's
+            // are the one-off server's own.
+            let extra: &[&str] = match req.source {
+                BakeSource::Live { .. } => &[stats::ONE_OFF_FLAG],
+                _ => &[],
+            };
+            let t = OneOff::start_with(
+                binary,
+                flavour,
+                req.datadir,
+                req.work,
+                ByteSize::mib(512),
+                extra,
+            )?;
             t.run_statements(&flavour.admin_login_sql())?;
             Ok(t)
         }
@@ -405,6 +419,21 @@ fn carry_live(
                 summary,
             )?;
         }
+        phases.start("index statistics", 0);
+        let (from, why) = stats::carry(
+            &mut source,
+            target,
+            workers::for_ddl(req.jobs),
+            req.cancel,
+            &tables.databases,
+            &tables.tables,
+        )?;
+        if let Some(why) = why {
+            progress.note(&format!(
+                "the baseline's index statistics were computed here, not copied: {why}"
+            ));
+        }
+        summary.statistics = Some(from);
         phases.start("views, routines, triggers, events", 0);
         objects::copy_objects(
             &mut source,
@@ -474,6 +503,7 @@ impl Baker for SimBaker {
             ],
             source_gtid: req.for_follower.then(|| "0-1-42".to_string()),
             small_as_rows: Some(3),
+            statistics: Some(stats::Statistics::Source),
             ..Default::default()
         })
     }

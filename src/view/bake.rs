@@ -64,6 +64,15 @@ impl Human for BakeReport {
                 "\n{n} small table(s) copied as rows (on this server faster than importing them)"
             );
         }
+        match self.summary.statistics {
+            Some(crate::bake::stats::Statistics::Source) => {
+                out += "\nindex statistics: the source's";
+            }
+            Some(crate::bake::stats::Statistics::Analyzed) => {
+                out += "\nindex statistics: computed here (the source's could not be read)";
+            }
+            None => {}
+        }
         if let Some(n) = self.summary.verified_tables {
             out += &format!("\nverified: {n} table(s) match the source");
         }

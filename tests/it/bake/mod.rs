@@ -94,6 +94,7 @@ fn live_source_by_tablespace_and_by_logical_copy_with_verify() {
     let t = bake(&env, &["--from", &url, "--verify", "--with-users"]);
     assert_eq!(t["path"], "tablespace", "{t}");
     assert_eq!(t["generation"], 2);
+    assert_eq!(t["statistics"], "source", "{t}");
     // 30 shop tables and crm.notes.
     assert_eq!(t["verified_tables"], 31, "{t}");
     let l = bake(
@@ -102,6 +103,7 @@ fn live_source_by_tablespace_and_by_logical_copy_with_verify() {
     );
     assert_eq!(l["path"], "logical", "{l}");
     assert_eq!(l["generation"], 3);
+    assert_eq!(l["statistics"], "source", "{l}");
     assert!(l["rows"].as_u64().unwrap() > 40_000, "{l}");
     let phases: Vec<&str> = l["phases"]
         .as_array()
@@ -126,9 +128,34 @@ fn live_source_by_tablespace_and_by_logical_copy_with_verify() {
     // More tables than the source keeps open: no single FLUSH TABLES … FOR EXPORT of all
     // of them (it would hold every one open at once), but batches of 5 under a global read
     // lock, all from one moment (--verify compares with a transaction opened under it).
+    //
+    // And as a user who may read the baked databases and their routines but not the
+    // source's own statistics (mysql.innodb_table_stats): the one-off server computes the
+    // baseline's.
+    sql(
+        source,
+        &format!(
+            "CREATE USER 'narrow'@'127.0.0.1' IDENTIFIED BY 'narrow-pass'; \
+             GRANT SELECT, LOCK TABLES, SHOW VIEW, TRIGGER, EXECUTE ON shop.* TO 'narrow'@'127.0.0.1'; \
+             GRANT SELECT, LOCK TABLES ON crm.* TO 'narrow'@'127.0.0.1'; \
+             GRANT RELOAD ON *.* TO 'narrow'@'127.0.0.1'; {}",
+            if db_branch::testkit::server().mysql {
+                // MySQL shows it to its definer or to holders of SHOW_ROUTINE.
+                "GRANT SHOW_ROUTINE ON *.* TO 'narrow'@'127.0.0.1'"
+            } else {
+                // MariaDB, to its owner or to readers of mysql.proc.
+                "GRANT SELECT ON mysql.proc TO 'narrow'@'127.0.0.1'"
+            }
+        ),
+    );
+    let narrow = format!("mysql://narrow:narrow-pass@127.0.0.1:{source}");
     sql(source, "SET GLOBAL table_open_cache = 10");
-    let b = bake(&env, &["--from", &url, "--via", "tablespace", "--verify"]);
+    let b = bake(
+        &env,
+        &["--from", &narrow, "--via", "tablespace", "--verify"],
+    );
     sql(source, "SET GLOBAL table_open_cache = DEFAULT");
+    assert_eq!(b["statistics"], "analyzed", "{b}");
     assert_eq!(b["path"], "tablespace", "{b}");
     // On MySQL the small tables go as rows (tablespace::SMALL_AS_ROWS_BYTES): the rest are
     // exported, 5 a batch, under the same global lock.
@@ -145,6 +172,14 @@ fn live_source_by_tablespace_and_by_logical_copy_with_verify() {
         .as_u64()
         .unwrap() as u16;
     assert_carried(p, false);
+    assert_eq!(
+        sql(
+            p,
+            "SELECT COUNT(*) FROM mysql.innodb_table_stats WHERE database_name IN ('shop', 'crm')"
+        ),
+        "31",
+        "every table has the statistics ANALYZE wrote"
+    );
 }
 
 #[test]
