@@ -7,8 +7,9 @@
 //! Environment:
 //!   DB_BRANCH_TEST_SERVER  the server (default mariadb-10.11; mysql-9.7 or mariadb-11.8
 //!                      from their side roots): the source, the bakes' servers and the
-//!                      peers' targets, with that server's own dump program and client
-//!                      (mydumper, built against MariaDB's client, only on MariaDB)
+//!                      peers' targets, with that server's own dump program and client;
+//!                      mydumper + myloader (Debian's, built on MariaDB's client) on every
+//!                      server
 //!   DBB_BENCH_SCALES   sample-sql scales, comma-separated (default 6,21,83: about 0.3, 1
 //!                      and 4 GB of data and indexes, ~48 MB per unit; 208 is about 10 GB)
 //!   DBB_BENCH_TABLES   tables of the many-tables point (default 10000; 0 leaves it out)
@@ -218,9 +219,26 @@ impl Bench {
 
     fn peer(&mut self, script: &dyn Fn(&str, u16) -> String) -> f64 {
         let (name, target, port) = self.fresh();
-        let t = sh(&script(&target, port));
+        let script = script(&target, port);
+        let t = Instant::now();
+        let ok = Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .status()
+            .unwrap()
+            .success();
+        if !ok {
+            // What the server it loaded into said: a peer that fails is measured by nobody.
+            let status = self.env.json(&["status", &name]);
+            let log = status["error_log"].as_str().unwrap_or_default();
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            panic!("failed: {script}\n{log}, last lines:\n{}", tail.join("\n"));
+        }
+        let took = t.elapsed().as_secs_f64();
         self.env.run_ok(&["delete", "--yes", &name]);
-        t
+        took
     }
 
     /// Every method on database `db` of the newest generation. `many`: the many-tables
@@ -290,15 +308,9 @@ impl Bench {
             )),
             _ => None,
         };
-        // MariaDB's peer only. Debian's mydumper 0.10 (built on MariaDB's client library)
-        // does log in to MySQL 9.7 and dumped and loaded two small tables by hand, but at
-        // 10,000 tables (2026-12-07) myloader lost its connection to the MySQL server it
-        // loaded into part-way through, and the run failed; not investigated.
-        let mydumper = if self.runs("mydumper")
-            && !self.mysql
-            && which("mydumper")
-            && which("myloader")
-        {
+        // Debian's mydumper 0.10 is built on MariaDB's client library, which logs in to
+        // MySQL 9.7 too (caching_sha2_password).
+        let mydumper = if self.runs("mydumper") && which("mydumper") && which("myloader") {
             let dir = self.env.root.join("mydumper");
             let threads = self.jobs;
             let dumped = sh(&format!(
@@ -398,7 +410,16 @@ fn main() {
     }
     let server = db_branch::testkit::server();
     let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let env = TestEnv::with_service("process", &image, "", "");
+    // Every server here gets room to grow: peers load as a standalone restore would, with
+    // no ceiling of db-branch's around them (at 10,000 tables myloader's MySQL 9.7 went
+    // past a default branch's and was OOM-killed in its cgroup; the one-off servers of
+    // the bakes have none either).
+    let env = TestEnv::with_service(
+        "process",
+        &image,
+        "",
+        "[memory]\nbranch_allowance = \"4G\"\n",
+    );
     env.run_ok(&["init"]);
     env.run_ok(&["baseline", "create", "--empty"]);
     // A stopped branch keeps the empty generation from being pruned: peers load into it.

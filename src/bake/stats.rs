@@ -4,12 +4,14 @@
 //! (`ONE_OFF_FLAG`): otherwise InnoDB writes every new table's rows into
 //! `mysql.innodb_table_stats` and `innodb_index_stats` at its `CREATE`, and recalculates and
 //! rewrites them in the background once its rows arrive — at 10,000 small tables on MySQL
-//! 9.7 the bake's server spent 28.2 s of CPU instead of 35.8 s without them (docs/bake.md).
+//! 9.7 the baker and its server used 35.8 s of CPU with them and 30.2 s without them, the
+//! source's copied afterwards included (one bench run each, docs/bake.md).
 //! Afterwards the source's rows for the baked databases are written into those same
 //! tables, so a branch plans with the figures the source plans with. Where the source user
 //! cannot read them, the one-off server computes its own (`ANALYZE TABLE`), which is what
 //! the baseline held before.
 
+use super::job::check_cancel;
 use super::table::Table;
 use super::workers;
 use crate::server::oneoff::OneOff;
@@ -64,8 +66,8 @@ const INDEX_STATS: StatsTable = (
 const BATCH: usize = 500;
 
 /// Gives the baked `databases` persistent statistics: the source's rows (written on up to
-/// `jobs` connections), or, when the source user may not read them, the one-off server's
-/// own for `tables`. Returns which, and why when analysed.
+/// `jobs` connections), or, when the source user may not read them or the target refuses
+/// them, the one-off server's own for `tables`. Returns which, and why when analysed.
 pub fn carry(
     source: &mut mysql::Conn,
     target: &OneOff,
@@ -87,10 +89,19 @@ pub fn carry(
             }
         }
     }
-    workers::on_target(target, jobs, &batches, cancel, &|conn, (table, rows)| {
+    let written = workers::on_target(target, jobs, &batches, cancel, &|conn, (table, rows)| {
         write_rows(conn, *table, rows)
-    })?;
-    Ok((Statistics::Source, None))
+    });
+    match written {
+        Ok(()) => Ok((Statistics::Source, None)),
+        Err(e) => {
+            // The target's tables may differ from the source's (another family or
+            // version): its own statistics then, for every table, over what was written.
+            check_cancel(cancel)?;
+            analyze(&mut workers::target_conn(target)?, tables)?;
+            Ok((Statistics::Analyzed, Some(format!("{e:#}"))))
+        }
+    }
 }
 
 /// The source's statistics could not be read: why, for the note.
