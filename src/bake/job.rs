@@ -202,7 +202,7 @@ pub struct BakeSummary {
     /// `mysql.innodb_table_stats` and `innodb_index_stats` rows) or `analyzed` (computed by
     /// the one-off server: the source user could not read them).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub statistics: Option<super::stats::Statistics>,
+    pub statistics: Option<Statistics>,
     /// The server that made the baseline.
     pub server: Option<crate::flavour::Flavour>,
     /// The source's executed GTIDs at the bake's moment (MariaDB: `gtid_binlog_pos`;
@@ -210,6 +210,16 @@ pub struct BakeSummary {
     /// every table.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source_gtid: Option<String>,
+}
+
+/// Where a live bake's persistent index statistics came from (bake::stats).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Statistics {
+    /// The source's `mysql.innodb_table_stats` and `innodb_index_stats` rows.
+    Source,
+    /// `ANALYZE TABLE` on the one-off server (the source's could not be read or written).
+    Analyzed,
 }
 
 /// Times phases for the summary.

@@ -503,7 +503,7 @@ impl Baker for SimBaker {
             ],
             source_gtid: req.for_follower.then(|| "0-1-42".to_string()),
             small_as_rows: Some(3),
-            statistics: Some(stats::Statistics::Source),
+            statistics: Some(job::Statistics::Source),
             ..Default::default()
         })
     }

@@ -11,30 +11,18 @@
 //! cannot read them, the one-off server computes its own (`ANALYZE TABLE`), which is what
 //! the baseline held before.
 
-use super::job::check_cancel;
+use super::job::{check_cancel, Statistics};
 use super::table::Table;
 use super::workers;
 use crate::server::oneoff::OneOff;
 use anyhow::{Context, Result};
 use mysql::prelude::Queryable;
 use mysql::Value;
-use serde::Serialize;
 use std::sync::atomic::AtomicBool;
 
 /// The one-off server's option for a live bake (tablespace and logical paths).
 pub const ONE_OFF_FLAG: &str = "innodb-stats-persistent=OFF";
 
-/// Where the baseline's persistent statistics came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Statistics {
-    /// The source's `mysql.innodb_table_stats` and `innodb_index_stats` rows.
-    Source,
-    /// `ANALYZE TABLE` on the one-off server (the source user could not read them).
-    Analyzed,
-}
-
-/// The columns copied, in the order both families define them.
 type StatsTable = (&'static str, &'static [&'static str]);
 
 const TABLE_STATS: StatsTable = (

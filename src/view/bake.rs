@@ -65,10 +65,10 @@ impl Human for BakeReport {
             );
         }
         match self.summary.statistics {
-            Some(crate::bake::stats::Statistics::Source) => {
+            Some(crate::bake::job::Statistics::Source) => {
                 out += "\nindex statistics: the source's";
             }
-            Some(crate::bake::stats::Statistics::Analyzed) => {
+            Some(crate::bake::job::Statistics::Analyzed) => {
                 out += "\nindex statistics: computed here (the source's could not be read)";
             }
             None => {}
