@@ -262,6 +262,20 @@ impl Bench {
         .parse()
         .unwrap();
         eprintln!("bench: {label}: {mb} MB of data and indexes");
+        // The load's aftermath (statistics recalculated, pages flushed, purge) runs on the
+        // source for a while: whichever method ran first would share the host with it.
+        let t = Instant::now();
+        loop {
+            let before = cpu_of(source_pid);
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            if cpu_of(source_pid) - before < 0.05 || t.elapsed().as_secs() > 300 {
+                break;
+            }
+        }
+        eprintln!(
+            "bench: the source went quiet {:.0} s after its load",
+            t.elapsed().as_secs_f64()
+        );
         let conn = db_branch::testkit::login(source);
         let (client, dumper, opts) = (self.client.clone(), self.dump.clone(), self.dump_options);
         let dump = env.root.join("bench-dump.sql");
