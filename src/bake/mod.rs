@@ -295,35 +295,25 @@ fn start_target<'s>(
 ) -> Result<OneOff<'s>> {
     let binary = &server.binary;
     let flavour = binary.flavour()?;
+    let extra: &[&str] = match (origin, &req.source) {
+        // Its accounts are the source's: db-branch takes over root@localhost first.
+        (Origin::Foreign, _) => &["skip-grant-tables"],
+        // A live source's statistics are carried afterwards (stats::carry); a dump's are
+        // the one-off server's own.
+        (Origin::Fresh, BakeSource::Live { .. }) => &[stats::ONE_OFF_FLAG],
+        (Origin::Fresh, _) => &[],
+    };
+    let t = OneOff::start_with(
+        binary,
+        flavour,
+        req.datadir,
+        req.work,
+        ByteSize::mib(512),
+        extra,
+    )?;
     match origin {
-        Origin::Fresh => {
-            // A live source's statistics are carried afterwards (stats::carry); a dump's
-            // are the one-off server's own.
-            let extra: &[&str] = match req.source {
-                BakeSource::Live { .. } => &[stats::ONE_OFF_FLAG],
-                _ => &[],
-            };
-            let t = OneOff::start_with(
-                binary,
-                flavour,
-                req.datadir,
-                req.work,
-                ByteSize::mib(512),
-                extra,
-            )?;
-            t.run_statements(&flavour.admin_login_sql())?;
-            Ok(t)
-        }
+        Origin::Fresh => t.run_statements(&flavour.admin_login_sql())?,
         Origin::Foreign => {
-            // Its accounts are the source's: db-branch takes over root@localhost first.
-            let t = OneOff::start_with(
-                binary,
-                flavour,
-                req.datadir,
-                req.work,
-                ByteSize::mib(512),
-                &["skip-grant-tables"],
-            )?;
             t.run_statements(&flavour.take_over_admin_sql())
                 .context("giving db-branch its login in the source's datadir")?;
             if !req.with_users {
@@ -334,9 +324,9 @@ fn start_target<'s>(
                     ));
                 }
             }
-            Ok(t)
         }
     }
+    Ok(t)
 }
 
 /// A live source's data into the target: kept from the clone, or its databases made and
