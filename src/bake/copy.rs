@@ -374,10 +374,7 @@ pub fn copy(
         .map(|reader| (reader, None))
         .collect();
     let states = workers::spread_over(states, &chunks, req.cancel, &|(reader, writer), chunk| {
-        let writer = match writer {
-            Some(writer) => writer,
-            None => writer.insert(workers::target_conn(target)?),
-        };
+        let writer = workers::opened(writer, || workers::target_conn(target))?;
         let t = &tables[chunk.table];
         let (rows, bytes) = copy_chunk(
             reader,
@@ -448,10 +445,7 @@ fn create_tables(
         let t = &tables[i];
         let split =
             split_create_table_with(&show_create_table(&mut c.reader, t)?, defers_indexes(t));
-        let writer = match &mut c.writer {
-            Some(writer) => writer,
-            None => c.writer.insert(workers::target_conn(target)?),
-        };
+        let writer = workers::opened(&mut c.writer, || workers::target_conn(target))?;
         if c.schema.as_deref() != Some(t.schema.as_str()) {
             writer.query_drop(format!("USE {}", quote(&t.schema)))?;
             c.schema = Some(t.schema.clone());

@@ -67,13 +67,18 @@ fn spread<T: Sync, C: Send>(
     let threads = jobs.max(1).min(items.len());
     let states: Vec<Option<C>> = (0..threads).map(|_| None).collect();
     spread_over(states, items, cancel, &|state, item| {
-        let conn = match state {
-            Some(conn) => conn,
-            None => state.insert(open()?),
-        };
-        work(conn, item)
+        work(opened(state, open)?, item)
     })?;
     Ok(())
+}
+
+/// The connection in `slot`, `open`ed there first if it has none yet: a worker's
+/// connections are opened when it takes its first item, not for threads that get none.
+pub fn opened<C>(slot: &mut Option<C>, open: impl FnOnce() -> Result<C>) -> Result<&mut C> {
+    match slot {
+        Some(conn) => Ok(conn),
+        None => Ok(slot.insert(open()?)),
+    }
 }
 
 /// Every item to `work`, in order of the slice, on one thread per state in `states` (a
