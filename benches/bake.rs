@@ -29,6 +29,11 @@ use std::process::Command;
 use std::time::Instant;
 
 fn sh(script: &str) -> f64 {
+    try_sh(script).unwrap_or_else(|| panic!("failed: {script}"))
+}
+
+/// Seconds `script` took under `sh -c`, or None when it failed.
+fn try_sh(script: &str) -> Option<f64> {
     let t = Instant::now();
     let ok = Command::new("sh")
         .arg("-c")
@@ -36,8 +41,7 @@ fn sh(script: &str) -> f64 {
         .status()
         .unwrap()
         .success();
-    assert!(ok, "failed: {script}");
-    t.elapsed().as_secs_f64()
+    ok.then(|| t.elapsed().as_secs_f64())
 }
 
 /// CPU seconds (user + system) of a process, from /proc.
@@ -220,23 +224,15 @@ impl Bench {
     fn peer(&mut self, script: &dyn Fn(&str, u16) -> String) -> f64 {
         let (name, target, port) = self.fresh();
         let script = script(&target, port);
-        let t = Instant::now();
-        let ok = Command::new("sh")
-            .arg("-c")
-            .arg(&script)
-            .status()
-            .unwrap()
-            .success();
-        if !ok {
+        let Some(took) = try_sh(&script) else {
             // What the server it loaded into said: a peer that fails is measured by nobody.
             let status = self.env.json(&["status", &name]);
             let log = status["error_log"].as_str().unwrap_or_default();
             let text = std::fs::read_to_string(log).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(40).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            panic!("failed: {script}\n{log}, last lines:\n{}", tail.join("\n"));
-        }
-        let took = t.elapsed().as_secs_f64();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            panic!("failed: {script}\n{log}, last lines:\n{tail}");
+        };
         self.env.run_ok(&["delete", "--yes", &name]);
         took
     }
