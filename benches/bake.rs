@@ -89,6 +89,8 @@ struct Baked {
     path: String,
     baker_cpu: f64,
     source_cpu: f64,
+    /// Every run's wall seconds, in order: the host's spread beside the fastest.
+    runs: Vec<f64>,
 }
 
 /// One point of the curve; `None` where the method was not run (DBB_BENCH_METHODS, or
@@ -141,6 +143,7 @@ impl Bench {
 
     fn bake(&self, source_pid: u32, args: &[&str]) -> Baked {
         let mut best: Option<Baked> = None;
+        let mut walls = Vec::new();
         for run in 0..self.runs {
             let (c0, s0) = (children_cpu(), cpu_of(source_pid));
             let t = Instant::now();
@@ -183,24 +186,30 @@ impl Bench {
                 path: report["path"].as_str().unwrap_or("?").to_string(),
                 baker_cpu: children_cpu() - c0,
                 source_cpu: cpu_of(source_pid) - s0,
+                runs: Vec::new(),
             };
             eprintln!(
-                "bench: bake {} run {}: {:.1} s ({})",
+                "bench: bake {} run {}: {:.1} s, CPU: baker and its server {:.1} s, source {:.1} s ({})",
                 b.path,
                 run + 1,
                 b.wall,
+                b.baker_cpu,
+                b.source_cpu,
                 b.phases
             );
             // Only the newest generation and the ones branches use are kept: room for
             // the next bake.
             self.env.run_ok(&["baseline", "prune", "--yes"]);
+            walls.push(b.wall);
             // The fastest run: the least disturbed by anything else on the host.
             best = Some(match best {
                 Some(prev) if prev.wall <= b.wall => prev,
                 _ => b,
             });
         }
-        best.unwrap()
+        let mut best = best.unwrap();
+        best.runs = walls;
+        best
     }
 
     /// A fresh empty server with MariaDB's default durability, as a standalone restore
@@ -546,6 +555,10 @@ fn profile(p: &Point, jobs: usize) -> String {
         ("dump file", &p.dump_bake),
     ] {
         let Some(b) = b else { continue };
+        if b.runs.len() > 1 {
+            let runs: Vec<String> = b.runs.iter().map(|w| format!("{w:.1}")).collect();
+            out.push_str(&format!("\n- {name}, every run: {} s", runs.join(", ")));
+        }
         out.push_str(&format!(
             "\n- {name} (path {}): {:.1} s wall; CPU: baker and its server {:.1} s, source server {:.1} s ({:.0}% of {jobs} cores); {}{}",
             b.path,
