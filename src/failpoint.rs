@@ -62,3 +62,24 @@ pub fn hit(name: &str) {
 pub fn hit(name: &str) {
     debug_assert!(ALL.contains(&name), "unlisted failpoint {name}");
 }
+
+/// Steps that return an error instead of exiting when armed the same way: a fallback that
+/// no server a test can set up will take (the one-off server refusing the source's index
+/// statistics — it is ours, and shares their tables' definitions on every supported
+/// series). Not in `ALL`: nothing exits, so the crash sweep has nothing to repair.
+pub const ERRORS: &[&str] = &["bake:statistics-refused"];
+
+/// Whether the step `name` of `ERRORS` is to fail here. Never in a build without the
+/// `testing` feature.
+#[cfg(feature = "testing")]
+pub fn fails(name: &str) -> bool {
+    debug_assert!(ERRORS.contains(&name), "unlisted failpoint {name}");
+    std::env::var(ENV).is_ok_and(|armed| armed == name)
+}
+
+#[cfg(not(feature = "testing"))]
+#[inline(always)]
+pub fn fails(name: &str) -> bool {
+    debug_assert!(ERRORS.contains(&name), "unlisted failpoint {name}");
+    false
+}

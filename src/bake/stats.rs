@@ -140,9 +140,14 @@ fn write_rows(
         vec![row_marks.as_str(); rows.len()].join(", ")
     );
     let params: Vec<Value> = rows.iter().flatten().cloned().collect();
-    target
-        .exec_drop(sql, params)
-        .with_context(|| format!("writing the source's statistics into mysql.{name}"))
+    let written = if crate::failpoint::fails("bake:statistics-refused") {
+        Err(anyhow::anyhow!(
+            "refused (failpoint bake:statistics-refused)"
+        ))
+    } else {
+        target.exec_drop(sql, params).map_err(anyhow::Error::from)
+    };
+    written.with_context(|| format!("writing the source's statistics into mysql.{name}"))
 }
 
 /// The one-off server's own statistics for every table, persisted as a server with the

@@ -180,6 +180,67 @@ fn live_source_by_tablespace_and_by_logical_copy_with_verify() {
         "31",
         "every table has the statistics ANALYZE wrote"
     );
+
+    // A statistics row edited by hand under a permissive sql_mode (last_update set to
+    // zero, which a strict server refuses) does not stop the copy: the bake writes under its
+    // own lenient session. (What the time becomes differs: zero on MariaDB 10.11 and MySQL,
+    // the time of the write on MariaDB 11.8, whose FROM_UNIXTIME(0) is NULL.)
+    sql(
+        source,
+        "SET SESSION sql_mode = ''; \
+         UPDATE mysql.innodb_table_stats SET last_update = 0, n_rows = 4242 \
+         WHERE database_name = 'crm' AND table_name = 'notes'",
+    );
+    let z = bake(&env, &["--from", &url]);
+    assert_eq!(z["statistics"], "source", "{z}");
+    let p = env.json(&["create", "from-5", "--baseline", "5"])["port"]
+        .as_u64()
+        .unwrap() as u16;
+    assert_eq!(
+        sql(
+            p,
+            "SELECT n_rows FROM mysql.innodb_table_stats \
+             WHERE database_name = 'crm' AND table_name = 'notes'"
+        ),
+        "4242"
+    );
+
+    // The one-off server refusing the source's rows (a failpoint: no server a test can set
+    // up refuses them, their tables are defined alike on every supported series): the bake
+    // goes on with the one-off server's own figures for every table, says why, and leaves
+    // nothing of the copy it started.
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let out = env
+        .command(&["--json", "bake", "--from", &url])
+        .env(db_branch::failpoint::ENV, "bake:statistics-refused")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["statistics"], "analyzed", "{r}");
+    assert!(
+        stderr.contains("index statistics were computed here, not copied")
+            && stderr.contains("writing the source's statistics into mysql.innodb_"),
+        "the note says what was refused: {stderr}"
+    );
+    let p = env.json(&["create", "from-6", "--baseline", "6"])["port"]
+        .as_u64()
+        .unwrap() as u16;
+    assert_eq!(
+        sql(
+            p,
+            &format!(
+                "SELECT COUNT(*) FROM mysql.innodb_table_stats \
+                 WHERE database_name IN ('shop', 'crm') AND UNIX_TIMESTAMP(last_update) >= {before}"
+            )
+        ),
+        "31",
+        "every table's statistics written by ANALYZE"
+    );
 }
 
 #[test]
