@@ -45,22 +45,15 @@ pub const STORAGE: &[&str] = &[
 
 /// Exits the process here when `name` is the armed failpoint. Only in builds with the
 /// `testing` feature: the shipped binary ignores the variable.
-#[cfg(feature = "testing")]
 pub fn hit(name: &str) {
     debug_assert!(ALL.contains(&name), "unlisted failpoint {name}");
-    if std::env::var(ENV).is_ok_and(|armed| armed == name) {
+    if armed(name) {
         let _ = std::io::Write::write_all(
             &mut std::io::stderr(),
             format!("db-branch: failpoint {name}: exiting without clean-up\n").as_bytes(),
         );
         std::process::exit(EXIT_CODE);
     }
-}
-
-#[cfg(not(feature = "testing"))]
-#[inline(always)]
-pub fn hit(name: &str) {
-    debug_assert!(ALL.contains(&name), "unlisted failpoint {name}");
 }
 
 /// Steps that return an error instead of exiting when armed the same way: a fallback that
@@ -71,15 +64,20 @@ pub const ERRORS: &[&str] = &["bake:statistics-refused"];
 
 /// Whether the step `name` of `ERRORS` is to fail here. Never in a build without the
 /// `testing` feature.
-#[cfg(feature = "testing")]
 pub fn fails(name: &str) -> bool {
     debug_assert!(ERRORS.contains(&name), "unlisted failpoint {name}");
+    armed(name)
+}
+
+/// Whether `name` is the failpoint `DB_BRANCH_FAILPOINT` arms.
+#[cfg(feature = "testing")]
+fn armed(name: &str) -> bool {
     std::env::var(ENV).is_ok_and(|armed| armed == name)
 }
 
+/// The shipped binary has no failpoints: it does not even read the variable.
 #[cfg(not(feature = "testing"))]
 #[inline(always)]
-pub fn fails(name: &str) -> bool {
-    debug_assert!(ERRORS.contains(&name), "unlisted failpoint {name}");
+fn armed(_name: &str) -> bool {
     false
 }
