@@ -33,6 +33,13 @@ fn source_on(env: TestEnv) -> (TestEnv, u16) {
     (env, port)
 }
 
+/// The port of a new branch `name` of baseline generation `generation`.
+fn branch_of(env: &TestEnv, name: &str, generation: &str) -> u16 {
+    env.json(&["create", name, "--baseline", generation])["port"]
+        .as_u64()
+        .unwrap() as u16
+}
+
 fn generations(env: &TestEnv) -> usize {
     env.json(&["baseline", "list"]).as_array().unwrap().len()
 }
@@ -81,9 +88,7 @@ fn assert_carried(port: u16, with_users: bool) {
 fn live_source_by_tablespace_and_by_logical_copy_with_verify() {
     let (env, source) = source_env();
     let url = db_branch::testkit::source_url(source);
-    let old = env.json(&["create", "old", "--baseline", "1"])["port"]
-        .as_u64()
-        .unwrap() as u16;
+    let old = branch_of(&env, "old", "1");
     let old_sum = checksum(old);
     sql(
         source,
@@ -115,9 +120,7 @@ fn live_source_by_tablespace_and_by_logical_copy_with_verify() {
 
     for (gen, with_users) in [("2", true), ("3", false)] {
         let name = format!("from-{gen}");
-        let p = env.json(&["create", &name, "--baseline", gen])["port"]
-            .as_u64()
-            .unwrap() as u16;
+        let p = branch_of(&env, &name, gen);
         assert_eq!(checksum(p), want, "generation {gen}");
         assert_carried(p, with_users);
     }
@@ -168,9 +171,7 @@ fn live_source_by_tablespace_and_by_logical_copy_with_verify() {
     );
     assert_eq!(b["verified_tables"], 31, "{b}");
     assert_eq!(generations(&env), 4);
-    let p = env.json(&["create", "from-4", "--baseline", "4"])["port"]
-        .as_u64()
-        .unwrap() as u16;
+    let p = branch_of(&env, "from-4", "4");
     assert_carried(p, false);
     assert_eq!(
         sql(
@@ -193,9 +194,7 @@ fn live_source_by_tablespace_and_by_logical_copy_with_verify() {
     );
     let z = bake(&env, &["--from", &url]);
     assert_eq!(z["statistics"], "source", "{z}");
-    let p = env.json(&["create", "from-5", "--baseline", "5"])["port"]
-        .as_u64()
-        .unwrap() as u16;
+    let p = branch_of(&env, "from-5", "5");
     assert_eq!(
         sql(
             p,
@@ -227,9 +226,7 @@ fn live_source_by_tablespace_and_by_logical_copy_with_verify() {
             && stderr.contains("writing the source's statistics into mysql.innodb_"),
         "the note says what was refused: {stderr}"
     );
-    let p = env.json(&["create", "from-6", "--baseline", "6"])["port"]
-        .as_u64()
-        .unwrap() as u16;
+    let p = branch_of(&env, "from-6", "6");
     assert_eq!(
         sql(
             p,
@@ -275,14 +272,10 @@ fn dump_files_plain_and_compressed_with_masking() {
     );
     assert_eq!(gz["masked"], true);
 
-    let p = env.json(&["create", "plain", "--baseline", "2"])["port"]
-        .as_u64()
-        .unwrap() as u16;
+    let p = branch_of(&env, "plain", "2");
     assert_eq!(checksum(p), checksum(source));
     assert!(sql(p, "SHOW INDEX FROM shop.customers").contains("country_created"));
-    let m = env.json(&["create", "masked", "--baseline", "3"])["port"]
-        .as_u64()
-        .unwrap() as u16;
+    let m = branch_of(&env, "masked", "3");
     assert_eq!(
         sql(
             m,
@@ -619,9 +612,7 @@ fn big_tables_keyed_by_uuid_or_tenant_and_id_are_read_by_every_job() {
             .contains("no primary key"),
         "{keyless}"
     );
-    let copy = env.json(&["create", "copy", "--baseline", "2"])["port"]
-        .as_u64()
-        .unwrap() as u16;
+    let copy = branch_of(&env, "copy", "2");
     let sums = "CHECKSUM TABLE w.events, w.tenant_rows, w.keyless";
     assert_eq!(sql(copy, sums), sql(source, sums));
     // The big tables' secondary indexes came after their rows, and came.
