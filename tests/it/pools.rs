@@ -76,14 +76,14 @@ fn eight_claimants_share_four_slots_and_always_get_a_pristine_one() {
             .as_u64()
             .unwrap() as u16,
     );
-    // 50 each on MariaDB 10.11, as the issue asks; MySQL's and MariaDB 11.8's servers
-    // restart several times slower (docs/benchmarks.md), so their tiers run the same race
-    // with fewer rounds to stay inside CI's time.
-    let claims_each: usize = if db_branch::testkit::server().name == "mariadb-10.11" {
-        50
-    } else {
-        12
-    };
+    // 50 each on MariaDB 10.11 under the built-in supervisor, as the issue asks; MySQL's and
+    // MariaDB 11.8's servers restart several times slower (docs/benchmarks.md), and under
+    // systemd the race is the same claim protocol with the recycler's restarts going through
+    // the manager (218 s of that tier at 50), so those run it with fewer rounds to stay
+    // inside CI's time.
+    let full_race = db_branch::testkit::server().name == "mariadb-10.11"
+        && db_branch::testkit::service() == "process";
+    let claims_each: usize = if full_race { 50 } else { 12 };
     // (slot, from, to): when each claimant held which slot.
     let held = Mutex::new(Vec::new());
     std::thread::scope(|s| {

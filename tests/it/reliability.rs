@@ -7,12 +7,14 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::process::Output;
 
+/// `db-branch ARGS` stopped at `failpoint`. Through `TestEnv::command`, like every other
+/// command of the sweep: with the run's empty-datadir templates, so the baseline steps copy
+/// one instead of running the server's initialiser in this root's own cache first (a minute
+/// in the ZFS guest); what the failpoints cut short is the same either way.
 fn with_failpoint(env: &TestEnv, failpoint: &str, args: &[&str]) -> Output {
-    let out = std::process::Command::new(db_branch::testkit::bin())
-        .args(args)
-        .env("DB_BRANCH_CONFIG", &env.config)
+    let out = env
+        .command(args)
         .env("DB_BRANCH_FAILPOINT", failpoint)
-        .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
     assert_eq!(
