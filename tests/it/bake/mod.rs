@@ -425,6 +425,7 @@ fn mysql_clone_path_copies_the_whole_instance() {
 
 /// Every file under `dir` (recursively, as bytes) that contains `needle`.
 pub(crate) fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+    let finder = memchr::memmem::Finder::new(needle);
     let mut hits = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -441,7 +442,7 @@ pub(crate) fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<Stri
             } else if meta.is_file() && p.extension().is_none_or(|e| e != "img") {
                 // (The pool's image is read through its mount instead.)
                 if let Ok(bytes) = std::fs::read(&p) {
-                    if bytes.windows(needle.len()).any(|w| w == needle) {
+                    if finder.find(&bytes).is_some() {
                         hits.push(p.display().to_string());
                     }
                 }
