@@ -123,7 +123,7 @@ fn recycle_one(host: &Host, spec: &PoolSpec, dir: &Path, slot: usize) -> Result<
         // Its copy alone; the server's other slots keep serving. Ready as soon as it is
         // pristine; its next spare is made after.
         let refill = super::dense::reset_slot(host, spec, slot)?;
-        slots::transition(dir, slot, State::Recycling, State::Ready)?;
+        slots::make_ready(dir, slot)?;
         return refill.run();
     }
     let name = slot_branch(&spec.name, slot);
@@ -146,7 +146,7 @@ fn recycle_one(host: &Host, spec: &PoolSpec, dir: &Path, slot: usize) -> Result<
             make_slot(host, spec, slot)?;
         }
     }
-    slots::transition(dir, slot, State::Recycling, State::Ready)?;
+    slots::make_ready(dir, slot)?;
     Ok(())
 }
 

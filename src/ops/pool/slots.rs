@@ -159,6 +159,29 @@ pub fn transition(pool_dir: &Path, slot: usize, from: State, to: State) -> Resul
     }
 }
 
+/// Puts a recycled slot back as ready, its token emptied first; false when it was not
+/// recycling. A token keeps what was written into it through its renames, so the lease of
+/// its last claim would otherwise be read as the next claimant's until that one writes its
+/// own: `pool status` naming the previous holder, and a previous holder that has exited
+/// making the new claim look abandoned to the recycler. Emptied here, after the slot's
+/// reset, when no write of that old lease can still be under way.
+pub fn make_ready(pool_dir: &Path, slot: usize) -> Result<bool> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = token(pool_dir, State::Recycling, slot);
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+    {
+        Ok(f) => f
+            .set_len(0)
+            .with_context(|| format!("emptying {}", path.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e).with_context(|| format!("emptying {}", path.display())),
+    }
+    transition(pool_dir, slot, State::Recycling, State::Ready)
+}
+
 /// Puts a new slot in `state` (no-op when it is there already).
 pub fn add(pool_dir: &Path, slot: usize, state: State) -> Result<()> {
     crate::store::files::write_atomic(&token(pool_dir, state, slot), b"", 0o644)
@@ -294,6 +317,22 @@ mod tests {
             ..me.clone()
         };
         assert!(!reused.holder_alive(), "another process with the same pid");
+    }
+
+    #[test]
+    fn a_slot_made_ready_again_carries_no_lease_of_its_last_claim() {
+        let d = tempfile::tempdir().unwrap();
+        prepare(d.path()).unwrap();
+        add(d.path(), 3, State::Ready).unwrap();
+        assert!(transition(d.path(), 3, State::Ready, State::Claimed).unwrap());
+        let old = Lease::of(std::process::id(), Utc::now(), 0).unwrap();
+        write_lease(d.path(), 3, &old).unwrap();
+        assert!(transition(d.path(), 3, State::Claimed, State::Recycling).unwrap());
+        assert!(make_ready(d.path(), 3).unwrap());
+        assert!(!make_ready(d.path(), 3).unwrap(), "not recycling any more");
+        // The next claimant's rename: no lease until it writes its own.
+        assert!(transition(d.path(), 3, State::Ready, State::Claimed).unwrap());
+        assert_eq!(lease(d.path(), 3), None);
     }
 
     #[test]
