@@ -166,20 +166,33 @@ pub fn transition(pool_dir: &Path, slot: usize, from: State, to: State) -> Resul
 /// making the new claim look abandoned to the recycler. Emptied here, after the slot's
 /// reset, when no write of that old lease can still be under way.
 pub fn make_ready(pool_dir: &Path, slot: usize) -> Result<bool> {
-    use std::os::unix::fs::OpenOptionsExt;
     let path = token(pool_dir, State::Recycling, slot);
+    let Some(f) = open_token(&path).with_context(|| format!("emptying {}", path.display()))? else {
+        return Ok(false);
+    };
+    f.set_len(0)
+        .with_context(|| format!("emptying {}", path.display()))?;
+    transition(pool_dir, slot, State::Recycling, State::Ready)
+}
+
+/// A token opened for writing in place (never through a link); None when it is not there
+/// (it moved to another state meanwhile).
+fn open_token(path: &Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // Not O_TRUNC: ext4 writes back at close a file that was truncated to nothing
+    // (auto_da_alloc), a disk write per claim that perf showed on the claim path.
+    // `write_lease` writes over from the start and cuts to its length instead, which ext4
+    // never does that for; `make_ready` empties the token off the claim path.
+    #[allow(clippy::suspicious_open_options)]
     match std::fs::OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
+        .open(path)
     {
-        Ok(f) => f
-            .set_len(0)
-            .with_context(|| format!("emptying {}", path.display()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(e).with_context(|| format!("emptying {}", path.display())),
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
-    transition(pool_dir, slot, State::Recycling, State::Ready)
 }
 
 /// Puts a new slot in `state` (no-op when it is there already).
@@ -207,21 +220,11 @@ pub fn remove(pool_dir: &Path, slot: usize) -> Result<()> {
 /// the write half-done sees no lease yet, as before it was written.
 pub fn write_lease(pool_dir: &Path, slot: usize, lease: &Lease) -> Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let bytes = serde_json::to_vec(lease).expect("a lease serialises");
     let path = token(pool_dir, State::Claimed, slot);
-    // Not O_TRUNC: ext4 writes back at close a file that was truncated to nothing
-    // (auto_da_alloc), a disk write per claim that perf showed on the claim path. Written
-    // over from the start and cut to its length instead, which it never does for.
-    #[allow(clippy::suspicious_open_options)]
-    let mut f = match std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e).with_context(|| format!("writing {}", path.display())),
+    let Some(mut f) = open_token(&path).with_context(|| format!("writing {}", path.display()))?
+    else {
+        return Ok(());
     };
     f.write_all(&bytes)
         .and_then(|()| f.set_len(bytes.len() as u64))
