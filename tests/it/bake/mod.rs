@@ -1,7 +1,7 @@
 //! Root integration tests of the baker against real MariaDB servers: the source is a live
 //! branch of the sample schema (a real server on this host, so its files can be reached).
 
-use db_branch::testkit::{checksum, sql, TestEnv};
+use db_branch::testkit::{checksum, port, sql, TestEnv};
 use serde_json::Value;
 
 /// A source branch on a tenth of the sample: these tests check what comes along, not how
@@ -35,9 +35,7 @@ fn source_on(env: TestEnv) -> (TestEnv, u16) {
 
 /// The port of a new branch `name` of baseline generation `generation`.
 fn branch_of(env: &TestEnv, name: &str, generation: &str) -> u16 {
-    env.json(&["create", name, "--baseline", generation])["port"]
-        .as_u64()
-        .unwrap() as u16
+    port(&env.json(&["create", name, "--baseline", generation]))
 }
 
 fn generations(env: &TestEnv) -> usize {
